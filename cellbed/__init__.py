@@ -1,0 +1,1 @@
+"""Cellbed: a testbed for decentralised cloud scheduling with real VM live migration."""

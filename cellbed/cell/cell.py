@@ -1,0 +1,365 @@
+"""The single-box cell: emulated hosts in Linux namespaces on one machine (DESIGN §4).
+
+`up` records every resource in the cell's state file *before* creating it, and `down`
+removes exactly those, in reverse order; it is idempotent and works after a crash (the
+processes are recorded with their start times; the QEMU processes are whatever is left
+in the host cgroups that `up` created). Nothing is ever swept by name or pattern.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+from cellbed import errors
+from cellbed.accel import probe
+from cellbed.cell import procs
+from cellbed.cgroups import HostCgroup, remove_empty_parents
+from cellbed.daemon.config import NodeConfig, to_toml
+
+log = logging.getLogger(__name__)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_STATE_ROOT = os.environ.get("CELLBED_STATE_ROOT", "/var/lib/cellbed/cells")
+DEFAULT_GUEST_DIR = os.environ.get("CELLBED_GUEST_DIR", os.path.join(REPO, "build", "guest"))
+GRPC_PORT = 50051
+MQTT_PORT = 1883
+
+
+@dataclasses.dataclass(frozen=True)
+class HostPlan:
+    name: str
+    index: int
+    address: str
+    netns: str
+    veth: str
+    cpu_cores: float
+    mem_mib: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CellPlan:
+    """Pure description of a cell: names and addresses, no side effects (Mininet's Topo)."""
+
+    name: str
+    subnet: str
+    hosts: tuple[HostPlan, ...]
+
+    @property
+    def bridge(self) -> str:
+        return f"cb{self.name}br"
+
+    @property
+    def bridge_address(self) -> str:
+        return str(ipaddress.ip_network(self.subnet)[1])
+
+    @property
+    def prefixlen(self) -> int:
+        return ipaddress.ip_network(self.subnet).prefixlen
+
+    @classmethod
+    def build(cls, name: str, n_hosts: int, subnet: str, cpu_cores: list[float], mem_mib: list[int]) -> "CellPlan":
+        if not (name.isalnum() and name.islower() and 1 <= len(name) <= 6):
+            raise errors.InvalidArgument(f"cell name {name!r}: allowed 1..6 lowercase letters or digits")
+        errors.check_range("hosts", n_hosts, 1, 32)
+        try:
+            net = ipaddress.ip_network(subnet)
+        except ValueError as e:
+            raise errors.InvalidArgument(f"subnet {subnet!r}: {e}") from None
+        if not net.is_private or net.version != 4 or net.num_addresses < n_hosts + 16:
+            raise errors.InvalidArgument(f"subnet {subnet}: must be a private IPv4 range with room for {n_hosts} hosts")
+        cpus = (cpu_cores * n_hosts)[:n_hosts] if len(cpu_cores) == 1 else cpu_cores
+        mems = (mem_mib * n_hosts)[:n_hosts] if len(mem_mib) == 1 else mem_mib
+        if len(cpus) != n_hosts or len(mems) != n_hosts:
+            raise errors.InvalidArgument(f"host-cpus/host-mem-mib: give 1 or {n_hosts} values")
+        for c in cpus:
+            errors.check_range("host-cpus", c, 0.05, 64, "cores")
+        for m in mems:
+            errors.check_range("host-mem-mib", m, 128, 1 << 20, "MiB")
+        hosts = tuple(HostPlan(name=f"h{i}", index=i, address=str(net[10 + i]), netns=f"cb-{name}-h{i}",
+                               veth=f"cb{name}h{i}", cpu_cores=cpus[i - 1], mem_mib=mems[i - 1])
+                      for i in range(1, n_hosts + 1))
+        return cls(name, str(net), hosts)
+
+
+def state_dir(name: str, root: str = DEFAULT_STATE_ROOT) -> str:
+    return os.path.join(root, name)
+
+
+def load_state(name: str, root: str = DEFAULT_STATE_ROOT) -> dict | None:
+    try:
+        with open(os.path.join(state_dir(name, root), "cell.json")) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+class Recorder:
+    """The cell's state file; every resource is appended before it is created."""
+
+    def __init__(self, path: str, state: dict) -> None:
+        self.path, self.state = path, state
+        self.flush()
+
+    def flush(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.state, f, indent=1)
+        os.replace(tmp, self.path)
+
+    def add(self, **res) -> dict:
+        self.state["resources"].append(res)
+        self.flush()
+        return res
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def _link_exists(name: str) -> bool:
+    return _ip("link", "show", "dev", name, check=False).returncode == 0
+
+
+def _netns_exists(name: str) -> bool:
+    return os.path.exists(f"/run/netns/{name}")
+
+
+def _check_subnet_free(subnet: str) -> None:
+    net = ipaddress.ip_network(subnet)
+    out = json.loads(_ip("-j", "route", "show", "table", "all").stdout or "[]")
+    for r in out:
+        dst = r.get("dst", "")
+        if dst in ("default", "") or ":" in dst:
+            continue
+        try:
+            other = ipaddress.ip_network(dst if "/" in dst else dst + "/32", strict=False)
+        except ValueError:
+            continue
+        if other.version == 4 and other.overlaps(net):
+            raise errors.FailedPrecondition(
+                f"subnet {subnet} overlaps the existing route {dst} on {r.get('dev', '?')}: choose another --subnet")
+
+
+def _preflight(guest_dir: str) -> None:
+    missing = [t for t in ("ip", "unshare", "libvirtd", "virsh", "mosquitto", "mount") if not shutil.which(t)]
+    if missing:
+        raise errors.FailedPrecondition(f"missing tools {', '.join(missing)}: run ./cellbed.sh setup")
+    for f in ("vmlinuz", "initrd.img"):
+        if not os.path.exists(os.path.join(guest_dir, f)):
+            raise errors.FailedPrecondition(f"guest image {guest_dir}/{f} is missing: run ./cellbed.sh setup")
+
+
+def _libvirt_files(hdir: str, h: HostPlan) -> None:
+    etc = os.path.join(hdir, "etc-libvirt")
+    for sub in ("etc-libvirt", "var-lib-libvirt/qemu/channel/cellbed", "var-log-libvirt/qemu",
+                "var-cache-libvirt/qemu", "logs"):
+        os.makedirs(os.path.join(hdir, sub), exist_ok=True)
+    with open(os.path.join(etc, "libvirtd.conf"), "w") as f:
+        f.write(f"""# Written by cellctl cell up for host {h.name}
+listen_tls = 0
+listen_tcp = 1
+listen_addr = "{h.address}"
+tcp_port = "16509"
+auth_tcp = "none"
+auth_unix_rw = "none"
+unix_sock_group = "root"
+host_uuid = "{uuid.uuid4()}"
+log_outputs = "3:stderr"
+""")
+    with open(os.path.join(etc, "qemu.conf"), "w") as f:
+        f.write(f"""# Written by cellctl cell up for host {h.name}
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+security_driver = "none"
+cgroup_controllers = [ ]
+namespaces = [ ]
+stdio_handler = "file"
+migration_host = "{h.address}"
+migration_address = "{h.address}"
+migration_port_min = 49152
+migration_port_max = 49215
+""")
+    # libvirtd refuses to start without a libvirt-qemu user: give the host its own copy.
+    with open("/etc/passwd") as f:
+        passwd = f.read()
+    with open("/etc/group") as f:
+        group = f.read()
+    if "\nlibvirt-qemu:" not in "\n" + passwd:
+        passwd += "libvirt-qemu:x:64055:64055:Libvirt Qemu:/var/lib/libvirt:/usr/sbin/nologin\n"
+    for g, gid in (("kvm", 64054), ("libvirt-qemu", 64055), ("libvirt", 64056)):
+        if f"\n{g}:" not in "\n" + group:
+            group += f"{g}:x:{gid}:\n"
+    for fn, content in (("passwd", passwd), ("group", group)):
+        with open(os.path.join(hdir, fn), "w") as f:
+            f.write(content)
+
+
+def _health_ok(target: str, timeout: float = 2.0) -> bool:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    try:
+        with grpc.insecure_channel(target) as ch:
+            r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+            return r.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
+
+
+def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: str = "10.231.0.0/24",
+       host_cpus: list[float] = (0.5,), host_mem_mib: list[int] = (1024,), root: str = DEFAULT_STATE_ROOT,
+       guest_dir: str = DEFAULT_GUEST_DIR, monitor_period_s: float = 5.0, ready_timeout_s: float = 120.0) -> dict:
+    plan = CellPlan.build(name, n_hosts, subnet, list(host_cpus), list(host_mem_mib))
+    choice = probe(accel)
+    sdir = state_dir(name, root)
+    if load_state(name, root) is not None:
+        raise errors.AlreadyExists(f"cell {name!r} already exists ({sdir}); run `cellctl cell down --name {name}` first")
+    _preflight(guest_dir)
+    _check_subnet_free(plan.subnet)
+    os.makedirs(sdir, exist_ok=True)
+    max_cpu = max(h.cpu_cores for h in plan.hosts)
+    max_mem = max(h.mem_mib for h in plan.hosts)
+    rec = Recorder(os.path.join(sdir, "cell.json"), {
+        "name": name, "subnet": plan.subnet, "bridge": plan.bridge, "bridge_address": plan.bridge_address,
+        "accel": choice.accel, "accel_reason": choice.reason, "created_unix_s": time.time(),
+        "mqtt": f"{plan.bridge_address}:{MQTT_PORT}",
+        "hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT, "netns": h.netns,
+                           "cpu_cores": h.cpu_cores, "mem_mib": h.mem_mib} for h in plan.hosts},
+        "resources": [{"kind": "dir", "path": sdir}]})
+    t0 = time.monotonic()
+    try:
+        rec.add(kind="link", name=plan.bridge)
+        _ip("link", "add", plan.bridge, "type", "bridge")
+        _ip("addr", "add", f"{plan.bridge_address}/{plan.prefixlen}", "dev", plan.bridge)
+        _ip("link", "set", plan.bridge, "up")
+        hosts_file = os.path.join(sdir, "hosts")
+        with open(hosts_file, "w") as f:
+            f.write("127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in plan.hosts))
+        peers_file = os.path.join(sdir, "peers.json")
+        with open(peers_file, "w") as f:
+            json.dump({"hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT} for h in plan.hosts}}, f)
+        _start_mosquitto(rec, sdir, plan.bridge_address)
+        for h in plan.hosts:
+            _up_host(rec, sdir, plan, h, choice.accel, hosts_file, peers_file, guest_dir, monitor_period_s,
+                     h.cpu_cores / max_cpu, h.mem_mib / max_mem)
+        deadline = time.monotonic() + ready_timeout_s
+        pending = {h.name: f"{h.address}:{GRPC_PORT}" for h in plan.hosts}
+        while pending:
+            for hn, target in list(pending.items()):
+                if _health_ok(target):
+                    del pending[hn]
+            if pending and time.monotonic() > deadline:
+                raise errors.DeadlineExceeded(f"node daemons not SERVING after {ready_timeout_s:.0f} s: "
+                                              f"{', '.join(pending)} (logs in {sdir}/<host>/logs)")
+            if pending:
+                time.sleep(0.2)
+    except BaseException:
+        log.error("cell up failed; the recorded resources stay for `cellctl cell down --name %s`", name)
+        raise
+    rec.state["up_seconds"] = round(time.monotonic() - t0, 2)
+    rec.flush()
+    return rec.state
+
+
+def _start_mosquitto(rec: Recorder, sdir: str, address: str) -> None:
+    conf = os.path.join(sdir, "mosquitto.conf")
+    with open(conf, "w") as f:
+        f.write(f"listener {MQTT_PORT} {address}\nallow_anonymous true\npersistence false\nlog_dest stderr\n")
+    res = rec.add(kind="process", name="mosquitto")
+    p = subprocess.Popen(["mosquitto", "-c", conf], stdout=open(os.path.join(sdir, "mosquitto.log"), "ab"),
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    res.update(procs.proc_identity(p.pid))
+    rec.flush()
+
+
+def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, hosts_file: str,
+             peers_file: str, guest_dir: str, monitor_period_s: float, cpu_norm: float, mem_norm: float) -> None:
+    hdir = os.path.join(sdir, h.name)
+    os.makedirs(hdir, exist_ok=True)
+    _libvirt_files(hdir, h)
+    rec.add(kind="netns", name=h.netns)
+    _ip("netns", "add", h.netns)
+    rec.add(kind="link", name=h.veth)
+    _ip("link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
+    _ip("link", "set", h.veth, "master", plan.bridge, "up")
+    _ip("-n", h.netns, "addr", "add", f"{h.address}/{plan.prefixlen}", "dev", "eth0")
+    _ip("-n", h.netns, "link", "set", "eth0", "up")
+    _ip("-n", h.netns, "link", "set", "lo", "up")
+    cg_rel = f"cellbed/{plan.name}/{h.name}"
+    rec.add(kind="cgroup", rel=cg_rel)
+    cg = HostCgroup(cg_rel)
+    # CPU quota = the host's capacity; memory: guests' RAM plus QEMU/TCG overhead per MiB.
+    cg.create(h.cpu_cores, int(h.mem_mib * 2.5) + 256)
+    cfg = NodeConfig(host=h.name, address=h.address, grpc_port=GRPC_PORT, cpu_cores=h.cpu_cores,
+                     mem_mib=h.mem_mib, cpu_norm=round(cpu_norm, 4), mem_norm=round(mem_norm, 4), accel=accel,
+                     guest_dir=guest_dir, state_dir=os.path.join(hdir, "node"), peers_file=peers_file,
+                     cgroup=cg_rel, monitor_period_s=monitor_period_s, mqtt_host=plan.bridge_address,
+                     mqtt_port=MQTT_PORT, cell=plan.name).validate()
+    with open(os.path.join(hdir, "node.toml"), "w") as f:
+        f.write(to_toml(cfg))
+    procs_files = [os.path.join(p, "cgroup.procs") for p in dict.fromkeys(cg.paths.values())]
+    with open(os.path.join(hdir, "host.json"), "w") as f:
+        json.dump({"name": h.name, "dir": hdir, "hosts_file": hosts_file, "cgroup_procs": procs_files}, f)
+    res = rec.add(kind="process", name=f"{h.name}-namespace", host_dir=hdir)
+    p = subprocess.Popen(["nsenter", f"--net=/run/netns/{h.netns}", "unshare", "--mount", "--uts", "--propagation", "private",
+                          "--fork", "--kill-child=SIGTERM", "--", sys.executable, "-m", "cellbed.cell.hostinit", hdir],
+                         stdout=open(os.path.join(hdir, "logs", "hostinit.log"), "ab"), stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    res.update(procs.proc_identity(p.pid))
+    rec.flush()
+
+
+def _host_pids(hdir: str) -> dict:
+    try:
+        with open(os.path.join(hdir, "pids.json")) as f:
+            return json.load(f)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def down(name: str = "default", root: str = DEFAULT_STATE_ROOT) -> list[str]:
+    """Remove exactly what `up` recorded, newest first. Returns what was removed."""
+    st = load_state(name, root)
+    if st is None:
+        return []
+    removed: list[str] = []
+    for res in reversed(st["resources"]):
+        kind = res["kind"]
+        if kind == "process":
+            if "host_dir" in res:
+                hp = _host_pids(res["host_dir"])
+                if "hostinit" in hp and procs.stop(hp["hostinit"], timeout_s=40):  # orderly: domains, libvirtd
+                    removed.append(f"process {res['name']} hostinit {hp['hostinit']['pid']}")
+                for key in ("node", "libvirtd"):
+                    if key in hp and procs.kill(hp[key]):
+                        removed.append(f"process {res['name']} {key} {hp[key]['pid']}")
+            if "pid" in res and procs.stop(res, timeout_s=10):
+                removed.append(f"process {res['name']} {res['pid']}")
+        elif kind == "cgroup":
+            cg = HostCgroup(res["rel"])
+            if cg.exists():
+                killed = cg.kill_and_remove()
+                removed.append(f"cgroup {res['rel']}" + (f" (killed {killed})" if killed else ""))
+                remove_empty_parents(res["rel"], 2)
+        elif kind == "link":
+            if _link_exists(res["name"]):
+                _ip("link", "del", res["name"])
+                removed.append(f"link {res['name']}")
+        elif kind == "netns":
+            if _netns_exists(res["name"]):
+                _ip("netns", "del", res["name"])
+                removed.append(f"netns {res['name']}")
+        elif kind == "dir":
+            if os.path.isdir(res["path"]):
+                shutil.rmtree(res["path"])
+                removed.append(f"dir {res['path']}")
+    return removed

@@ -1,0 +1,64 @@
+"""One error hierarchy for Cellbed; libvirt and gRPC errors map onto it in one place each.
+
+Each error carries the gRPC status code it surfaces as (see cellbed.rpc.status_for).
+"""
+from __future__ import annotations
+
+import grpc
+
+
+class CellbedError(Exception):
+    """Base of every error the project raises on purpose."""
+
+    code: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+
+class InvalidArgument(CellbedError):
+    """A field is malformed or out of range; the message names the field and the range."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(CellbedError):
+    """An unknown VM, host, task or migration."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(CellbedError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class FailedPrecondition(CellbedError):
+    """The request is valid but the system is not in a state to do it (capacity, same host...)."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Unavailable(CellbedError):
+    """A peer, daemon or hypervisor cannot be reached right now; retrying may help."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceeded(CellbedError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class HypervisorError(CellbedError):
+    """The hypervisor failed in a way none of the classes above describes."""
+
+    code = grpc.StatusCode.INTERNAL
+
+
+class MigrationFailed(CellbedError):
+    """A migration job failed or was aborted; the VM is still on its source."""
+
+    code = grpc.StatusCode.ABORTED
+
+
+def check_range(field: str, value: float, lo: float, hi: float, unit: str = "") -> None:
+    """Raise InvalidArgument naming *field* and the allowed range unless lo <= value <= hi."""
+    if not (lo <= value <= hi):  # also rejects NaN
+        u = f" {unit}" if unit else ""
+        raise InvalidArgument(f"{field}={value!r}{u} is out of range: allowed {lo}..{hi}{u}")

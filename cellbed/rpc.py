@@ -1,0 +1,89 @@
+"""gRPC plumbing shared by every server and client: server creation with health and
+reflection, error mapping, and deadlines."""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Awaitable, Callable, Iterable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from cellbed import errors
+
+log = logging.getLogger(__name__)
+
+# Every client call carries a deadline; these are the defaults, seconds.
+DEFAULT_DEADLINE_S = 10.0
+
+
+def create_server(address: str, services: Iterable[tuple[Callable, object, str]],
+                  ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    """Create an asyncio server on *address* ("host:0" picks a free port).
+
+    *services* are (add_XServicer_to_server, servicer, full service name). Health
+    (grpc.health.v1) and reflection are registered for every one of them.
+    Returns (server, bound port, health servicer); the caller starts the server.
+    """
+    server = grpc.aio.server()
+    names = []
+    for add, servicer, name in services:
+        add(servicer, server)
+        names.append(name)
+    hs = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(hs, server)
+    names.append(health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
+    reflection.enable_server_reflection(names + [reflection.SERVICE_NAME], server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise errors.Unavailable(f"cannot bind gRPC server on {address}")
+    return server, port, hs
+
+
+async def set_serving(hs: health.aio.HealthServicer, names: Iterable[str]) -> None:
+    for n in ["", *names]:
+        await hs.set(n, health_pb2.HealthCheckResponse.SERVING)
+
+
+def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
+    """The one place where exceptions become gRPC status codes."""
+    if isinstance(exc, errors.CellbedError):
+        return exc.code, str(exc)
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return exc.code(), exc.details() or ""
+    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+
+
+def from_rpc_error(exc: grpc.aio.AioRpcError, what: str) -> errors.CellbedError:
+    """Map a client-side RPC error back onto the project's hierarchy."""
+    mapping = {
+        grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
+        grpc.StatusCode.NOT_FOUND: errors.NotFound,
+        grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
+        grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
+        grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+        grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
+        grpc.StatusCode.ABORTED: errors.MigrationFailed,
+    }
+    cls = mapping.get(exc.code(), errors.CellbedError)
+    return cls(f"{what}: {exc.details()}")
+
+
+def handles_errors(method: Callable[..., Awaitable]) -> Callable[..., Awaitable]:
+    """Decorator for servicer methods: turn project errors into a gRPC status with details."""
+
+    @functools.wraps(method)
+    async def wrapper(self, request, context):
+        try:
+            return await method(self, request, context)
+        except (errors.CellbedError, grpc.aio.AioRpcError) as exc:
+            code, msg = status_for(exc)
+            log.info("%s -> %s: %s", method.__name__, code.name, msg)
+            await context.abort(code, msg)
+        except Exception as exc:  # a bug: log with traceback, answer INTERNAL
+            log.exception("%s failed", method.__name__)
+            code, msg = status_for(exc)
+            await context.abort(code, msg)
+
+    return wrapper

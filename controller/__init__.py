@@ -1,0 +1,1 @@
+"""Controller: experiment runner, workload, Megha masters."""

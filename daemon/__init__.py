@@ -1,0 +1,1 @@
+"""Node daemon (cellbed-node): wraps libvirt/QEMU to start, measure and live-migrate VMs."""

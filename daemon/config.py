@@ -1,0 +1,71 @@
+"""Node daemon configuration: TOML into a typed, validated dataclass."""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+
+from cellbed.errors import InvalidArgument, check_range
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeConfig:
+    host: str                                # host name in the cell, e.g. "h1"
+    address: str = "127.0.0.1"               # address the gRPC server binds and peers use
+    grpc_port: int = 50051                   # 0 = pick a free port (tests)
+    libvirt_uri: str = "qemu:///system"      # local libvirtd
+    migration_uri_template: str = "qemu+tcp://{address}/system"  # peers' libvirtd, for p2p
+    cpu_cores: float = 1.0                   # host CPU capacity, cores
+    mem_mib: int = 1024                      # host memory capacity for guests, MiB
+    cpu_norm: float = 1.0                    # capacity normalised to the cell's largest host
+    mem_norm: float = 1.0
+    accel: str = "tcg"                       # "tcg" or "kvm" (already probed by the caller)
+    cpu_model: str = ""                      # "" = qemu64 under TCG, host-model under KVM
+    guest_dir: str = "build/guest"           # vmlinuz + initrd.img
+    state_dir: str = "/var/lib/cellbed/node"  # migration history
+    peers_file: str = ""                     # JSON {host: {address, grpc_port}}
+    cgroup: str = ""                         # host cgroup relative path ("" = none)
+    monitor_period_s: float = 10.0           # sampling period, s
+    boot_timeout_s: float = 120.0            # StartVm waits this long for the workload, s
+    verify_timeout_s: float = 20.0           # post-migration verification deadline, s
+    migration_timeout_s: float = 120.0       # default completion timeout, s
+    measure_dirty_rate: bool = True          # libvirt page-sampling dirty rate per VM
+    mqtt_host: str = ""                      # "" = no telemetry
+    mqtt_port: int = 1883
+    cell: str = "cell"                       # topic prefix: cellbed/<cell>/...
+
+    def validate(self) -> "NodeConfig":
+        if not self.host:
+            raise InvalidArgument("host must be set (the host's name in the cell)")
+        check_range("grpc_port", self.grpc_port, 0, 65535)
+        check_range("cpu_cores", self.cpu_cores, 0.01, 1024, "cores")
+        check_range("mem_mib", self.mem_mib, 64, 16 * 1024 * 1024, "MiB")
+        check_range("monitor_period_s", self.monitor_period_s, 0.1, 3600, "s")
+        check_range("boot_timeout_s", self.boot_timeout_s, 1, 3600, "s")
+        check_range("verify_timeout_s", self.verify_timeout_s, 1, 3600, "s")
+        check_range("migration_timeout_s", self.migration_timeout_s, 0, 3600, "s")
+        if self.accel not in ("tcg", "kvm"):
+            raise InvalidArgument(f"accel={self.accel!r}: allowed tcg, kvm")
+        return self
+
+    @classmethod
+    def load(cls, path: str) -> "NodeConfig":
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidArgument(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+        return cls(**data).validate()
+
+
+def to_toml(cfg: NodeConfig) -> str:
+    lines = []
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if isinstance(v, bool):
+            lines.append(f"{f.name} = {'true' if v else 'false'}")
+        elif isinstance(v, (int, float)):
+            lines.append(f"{f.name} = {v!r}")
+        else:
+            lines.append(f'{f.name} = "{v}"')
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,452 @@
+"""The libvirt hypervisor backend: the only module in Cellbed that imports libvirt.
+
+Every blocking libvirt call runs in a dedicated thread pool, so the asyncio daemon stays
+responsive; libvirt's own events (job completed, lifecycle) arrive on the asyncio loop
+through libvirtaio, which is registered before any connection is opened. libvirt errors
+are classified into the project's hierarchy in one place: classify().
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import functools
+import logging
+import os
+import time
+import xml.etree.ElementTree as ET
+from typing import Any, Callable
+
+import libvirt
+import libvirtaio
+
+from cellbed import errors
+from cellbed.daemon import domxml
+from cellbed.daemon.hypervisor import (DomainSample, DomState, JobProgress, MigrationOptions,
+                                       MigrationStats, ProgressCallback, VmSpec)
+from cellbed.daemon.migration_policy import Action, needs_postcopy_flag, next_action
+
+log = logging.getLogger(__name__)
+
+_aio_registered = False
+RETRY_MARK = "retry-with-auto-converge"  # internal: first attempt aborted, retry follows
+
+# libvirt's default error handler prints every error on stderr; errors are raised anyway.
+libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+
+
+def register_event_loop() -> None:
+    """Register libvirtaio on the running asyncio loop; must precede every libvirt.open."""
+    global _aio_registered
+    if not _aio_registered:
+        libvirtaio.virEventRegisterAsyncIOImpl(loop=asyncio.get_running_loop())
+        _aio_registered = True
+
+
+# --- error classification (the one place) -------------------------------------------
+_NOT_FOUND = {libvirt.VIR_ERR_NO_DOMAIN}
+_INVALID = {libvirt.VIR_ERR_INVALID_ARG, libvirt.VIR_ERR_XML_ERROR, libvirt.VIR_ERR_CONFIG_UNSUPPORTED,
+            libvirt.VIR_ERR_XML_DETAIL}
+_PRECONDITION = {libvirt.VIR_ERR_OPERATION_INVALID, libvirt.VIR_ERR_OPERATION_DENIED,
+                 libvirt.VIR_ERR_OPERATION_UNSUPPORTED, libvirt.VIR_ERR_NO_SUPPORT,
+                 libvirt.VIR_ERR_MIGRATE_UNSAFE, libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED}
+_UNAVAILABLE = {libvirt.VIR_ERR_SYSTEM_ERROR, libvirt.VIR_ERR_RPC, libvirt.VIR_ERR_NO_CONNECT,
+                libvirt.VIR_ERR_INVALID_CONN, libvirt.VIR_ERR_AUTH_FAILED}
+
+
+def classify(err: libvirt.libvirtError, what: str) -> errors.CellbedError:
+    code = err.get_error_code()
+    msg = f"{what}: {err.get_error_message() or err}"
+    if code in _NOT_FOUND:
+        return errors.NotFound(msg)
+    if code == libvirt.VIR_ERR_DOM_EXIST:
+        return errors.AlreadyExists(msg)
+    if code in _INVALID:
+        return errors.InvalidArgument(msg)
+    if code == libvirt.VIR_ERR_OPERATION_ABORTED:
+        return errors.MigrationFailed(msg)
+    if code in _PRECONDITION:
+        return errors.FailedPrecondition(msg)
+    if code in _UNAVAILABLE:
+        return errors.Unavailable(msg)
+    if code == libvirt.VIR_ERR_OPERATION_TIMEOUT:
+        return errors.DeadlineExceeded(msg)
+    return errors.HypervisorError(msg)
+
+
+def _is_no_domain(err: libvirt.libvirtError) -> bool:
+    return err.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN
+
+
+_STATE = {
+    libvirt.VIR_DOMAIN_RUNNING: DomState.RUNNING,
+    libvirt.VIR_DOMAIN_BLOCKED: DomState.RUNNING,
+    libvirt.VIR_DOMAIN_PAUSED: DomState.PAUSED,
+    libvirt.VIR_DOMAIN_SHUTDOWN: DomState.RUNNING,
+    libvirt.VIR_DOMAIN_SHUTOFF: DomState.SHUTOFF,
+    libvirt.VIR_DOMAIN_CRASHED: DomState.CRASHED,
+}
+_PAUSED_REASON = {
+    libvirt.VIR_DOMAIN_PAUSED_MIGRATION: "migration",
+    libvirt.VIR_DOMAIN_PAUSED_STARTING_UP: "starting up",
+    libvirt.VIR_DOMAIN_PAUSED_POSTCOPY: "post-copy",
+    libvirt.VIR_DOMAIN_PAUSED_POSTCOPY_FAILED: "post-copy failed",
+    libvirt.VIR_DOMAIN_PAUSED_CRASHED: "panicked",
+    libvirt.VIR_DOMAIN_PAUSED_USER: "user",
+    libvirt.VIR_DOMAIN_PAUSED_IOERROR: "I/O error",
+}
+_RUNNING_REASON = {
+    libvirt.VIR_DOMAIN_RUNNING_MIGRATED: "migrated",
+    libvirt.VIR_DOMAIN_RUNNING_BOOTED: "booted",
+    libvirt.VIR_DOMAIN_RUNNING_UNPAUSED: "unpaused",
+    libvirt.VIR_DOMAIN_RUNNING_POSTCOPY: "post-copy",
+    libvirt.VIR_DOMAIN_RUNNING_MIGRATION_CANCELED: "migration canceled",
+}
+
+
+def _state(state: int, reason: int) -> tuple[DomState, str]:
+    st = _STATE.get(state, DomState.OTHER)
+    if st is DomState.CRASHED:
+        why = "panicked" if reason == libvirt.VIR_DOMAIN_CRASHED_PANICKED else "unknown"
+    elif st is DomState.PAUSED:
+        why = _PAUSED_REASON.get(reason, f"reason {reason}")
+        if reason == libvirt.VIR_DOMAIN_PAUSED_CRASHED:
+            st = DomState.CRASHED
+    elif st is DomState.RUNNING:
+        why = _RUNNING_REASON.get(reason, f"reason {reason}")
+    else:
+        why = f"reason {reason}"
+    return st, why
+
+
+def _version(v: int) -> str:
+    return f"{v // 1_000_000}.{(v // 1000) % 1000}.{v % 1000}"
+
+
+def _progress(st: dict, switched: bool) -> JobProgress:
+    return JobProgress(
+        elapsed_ms=float(st.get("time_elapsed", 0)),
+        data_processed=int(st.get("data_processed", 0)),
+        data_remaining=int(st.get("data_remaining", 0)),
+        data_total=int(st.get("data_total", 0)),
+        memory_iteration=int(st.get("memory_iteration", 0)),
+        memory_dirty_rate=int(st.get("memory_dirty_rate", 0)),
+        memory_bps=int(st.get("memory_bps", 0)),
+        phase="postcopy" if switched else "precopy",
+    )
+
+
+class LibvirtBackend:
+    """Hypervisor backend over one libvirt connection (normally qemu:///system)."""
+
+    def __init__(self, uri: str, *, accel: str, image: domxml.GuestImage,
+                 layout: domxml.DomainLayout = domxml.DomainLayout(), cpu_model: str | None = None,
+                 measure_dirty_rate: bool = True, progress_period_s: float = 0.5,
+                 on_lifecycle: Callable[[str, DomState, str], None] | None = None) -> None:
+        self.uri = uri
+        self.accel = accel
+        self.image = image
+        self.layout = layout
+        self.cpu_model = cpu_model
+        self.measure_dirty_rate = measure_dirty_rate
+        self.progress_period_s = progress_period_s
+        self.on_lifecycle = on_lifecycle
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="libvirt")
+        self._conn: libvirt.virConnect | None = None
+        self._spec_cache: dict[str, VmSpec | None] = {}   # by domain UUID
+        self._completed: dict[str, asyncio.Future] = {}   # domain name -> JOB_COMPLETED params
+        self._callbacks: list[int] = []
+        self._versions = ("", "")
+
+    # --- plumbing ------------------------------------------------------------------
+    async def _call(self, what: str, fn: Callable, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+        except libvirt.libvirtError as e:
+            raise classify(e, what) from e
+
+    @property
+    def conn(self) -> libvirt.virConnect:
+        if self._conn is None:
+            raise errors.Unavailable("libvirt connection is not open")
+        return self._conn
+
+    async def open(self) -> None:
+        register_event_loop()
+        self._conn = await self._call(f"connect {self.uri}", libvirt.open, self.uri)
+        self.conn.setKeepAlive(5, 3)
+        self._callbacks.append(self.conn.domainEventRegisterAny(
+            None, libvirt.VIR_DOMAIN_EVENT_ID_JOB_COMPLETED, self._on_job_completed, None))
+        self._callbacks.append(self.conn.domainEventRegisterAny(
+            None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None))
+        hv = await self._call("getVersion", self.conn.getVersion)
+        lib = await self._call("getLibVersion", self.conn.getLibVersion)
+        self._versions = (_version(hv), _version(lib))
+        os.makedirs(self.layout.channel_dir, exist_ok=True)
+        os.makedirs(self.layout.console_dir, exist_ok=True)
+        log.info("libvirt %s open: QEMU %s, libvirt %s, accel %s", self.uri, *self._versions, self.accel)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            for cb in self._callbacks:
+                try:
+                    self._conn.domainEventDeregisterAny(cb)
+                except libvirt.libvirtError:
+                    pass
+            self._callbacks.clear()
+            conn, self._conn = self._conn, None
+            await asyncio.get_running_loop().run_in_executor(self._pool, conn.close)
+        self._pool.shutdown(wait=False)
+
+    def versions(self) -> tuple[str, str]:
+        return self._versions
+
+    def channel_path(self, name: str) -> str:
+        return self.layout.channel_path(name)
+
+    # --- events (run on the asyncio loop via libvirtaio) -----------------------------
+    def _on_job_completed(self, _conn, dom, params, _opaque) -> None:
+        fut = self._completed.get(dom.name())
+        if fut is not None and not fut.done():
+            fut.set_result(dict(params))
+
+    def _on_lifecycle(self, _conn, dom, event, detail, _opaque) -> None:
+        if self.on_lifecycle is None:
+            return
+        if event == libvirt.VIR_DOMAIN_EVENT_CRASHED:
+            self.on_lifecycle(dom.name(), DomState.CRASHED,
+                              "panicked" if detail == libvirt.VIR_DOMAIN_EVENT_CRASHED_PANICKED else "crashed")
+        elif event == libvirt.VIR_DOMAIN_EVENT_STOPPED:
+            self.on_lifecycle(dom.name(), DomState.SHUTOFF, f"stopped detail {detail}")
+        elif event == libvirt.VIR_DOMAIN_EVENT_SUSPENDED and detail == libvirt.VIR_DOMAIN_EVENT_SUSPENDED_PANICKED:
+            self.on_lifecycle(dom.name(), DomState.CRASHED, "panicked")
+
+    # --- inventory and measurement ---------------------------------------------------
+    def _spec_of(self, dom: libvirt.virDomain) -> VmSpec | None:
+        uuid = dom.UUIDString()
+        if uuid not in self._spec_cache:
+            try:
+                xml = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domxml.METADATA_NS, 0)
+                self._spec_cache[uuid] = VmSpec.from_json(ET.fromstring(xml).text or "")
+            except libvirt.libvirtError as e:
+                if _is_no_domain(e):
+                    raise
+                self._spec_cache[uuid] = None  # not ours: no metadata
+            except (ValueError, TypeError, ET.ParseError):
+                log.warning("domain %s has unreadable Cellbed metadata; ignoring it", dom.name())
+                self._spec_cache[uuid] = None
+        return self._spec_cache[uuid]
+
+    def _list_blocking(self) -> list[DomainSample]:
+        what = (libvirt.VIR_DOMAIN_STATS_STATE | libvirt.VIR_DOMAIN_STATS_CPU_TOTAL
+                | libvirt.VIR_DOMAIN_STATS_BALLOON | libvirt.VIR_DOMAIN_STATS_DIRTYRATE)
+        out = []
+        for dom, st in self.conn.getAllDomainStats(what, 0):
+            try:  # a domain may vanish between listing and inspection: skip it
+                spec = self._spec_of(dom)
+                name = dom.name()
+            except libvirt.libvirtError as e:
+                if _is_no_domain(e):
+                    continue
+                raise
+            state, reason = _state(st.get("state.state", 0), st.get("state.reason", 0))
+            dirty = -1.0
+            if st.get("dirtyrate.calc_status") == libvirt.VIR_DOMAIN_DIRTYRATE_MEASURED:
+                dirty = float(st.get("dirtyrate.megabytes_per_second", -1))
+            incoming = state is DomState.PAUSED and reason in ("migration", "starting up")
+            out.append(DomainSample(name=name, state=state, reason=reason, spec=spec,
+                                    cpu_time_ns=int(st.get("cpu.time", 0)),
+                                    rss_bytes=int(st.get("balloon.rss", 0)) * 1024,
+                                    dirty_rate_mib_s=dirty, incoming=incoming))
+            if self.measure_dirty_rate and spec is not None and state is DomState.RUNNING:
+                try:  # page sampling over 1 s; read back on the next listing
+                    dom.startDirtyRateCalc(1, 0)
+                except libvirt.libvirtError:
+                    pass  # e.g. a migration job holds the domain; measure next time
+        return out
+
+    async def list(self) -> list[DomainSample]:
+        return await self._call("list domains", self._list_blocking)
+
+    async def domain_state(self, name: str) -> tuple[DomState, str]:
+        def blocking():
+            return _state(*self.conn.lookupByName(name).state())
+        return await self._call(f"state of {name}", blocking)
+
+    # --- lifecycle --------------------------------------------------------------------
+    async def start(self, spec: VmSpec) -> None:
+        xml = domxml.domain_xml(spec, accel=self.accel, image=self.image, layout=self.layout,
+                                cpu_model=self.cpu_model)
+
+        def blocking():
+            dom = self.conn.defineXML(xml)
+            try:
+                dom.create()
+            except libvirt.libvirtError:
+                try:
+                    dom.undefine()  # leave nothing half-made behind
+                except libvirt.libvirtError:
+                    pass
+                raise
+            self._spec_cache[dom.UUIDString()] = spec
+        try:
+            await self._call(f"start {spec.name}", blocking)
+        except errors.HypervisorError as e:
+            raise errors.HypervisorError(f"{e} (domain XML kernel {self.image.kernel})") from e
+
+    async def stop(self, name: str) -> None:
+        def blocking():
+            dom = self.conn.lookupByName(name)
+            if dom.isActive():
+                dom.destroy()
+            if dom.isPersistent():
+                dom.undefine()
+            self._spec_cache.pop(dom.UUIDString(), None)
+        await self._call(f"stop {name}", blocking)
+
+    async def update_spec(self, spec: VmSpec) -> None:
+        def blocking():
+            dom = self.conn.lookupByName(spec.name)
+            flags = libvirt.VIR_DOMAIN_AFFECT_LIVE
+            if dom.isPersistent():
+                flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
+            dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domxml.metadata_xml(spec),
+                            domxml.METADATA_PREFIX, domxml.METADATA_NS, flags)
+            self._spec_cache[dom.UUIDString()] = spec
+        await self._call(f"update metadata of {spec.name}", blocking)
+
+    # --- migration --------------------------------------------------------------------
+    async def abort_migration(self, name: str) -> None:
+        await self._call(f"abort job of {name}", lambda: self.conn.lookupByName(name).abortJob())
+
+    async def migrate(self, name: str, dest_uri: str, opts: MigrationOptions,
+                      on_progress: ProgressCallback | None = None) -> MigrationStats:
+        """Live-migrate *name* to the libvirtd at *dest_uri* (peer to peer). Raises
+        MigrationFailed when the job fails or is aborted; the domain then still runs here."""
+        stats = await self._migrate_once(name, dest_uri, opts, on_progress)
+        if stats.timeout_action == RETRY_MARK:
+            first = stats
+            retry = dataclasses.replace(opts, auto_converge=True)
+            log.warning("migration of %s timed out (%s); retrying with auto-converge", name, first.source)
+            stats = await self._migrate_once(name, dest_uri, retry, on_progress)
+            stats.timeout_action = f"aborted after {first.wall_ms:.0f} ms, retried with auto-converge"
+        return stats
+
+    async def _migrate_once(self, name: str, dest_uri: str, opts: MigrationOptions,
+                            on_progress: ProgressCallback | None) -> MigrationStats:
+        dom = await self._call(f"lookup {name}", self.conn.lookupByName, name)
+        flags = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER
+                 | libvirt.VIR_MIGRATE_PERSIST_DEST | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE)
+        params: dict[str, Any] = {}
+        names = ["live", "p2p", "persist-dest", "undefine-source"]
+        if opts.auto_converge:
+            flags |= libvirt.VIR_MIGRATE_AUTO_CONVERGE
+            names.append("auto-converge")
+        if needs_postcopy_flag(opts):
+            flags |= libvirt.VIR_MIGRATE_POSTCOPY
+            names.append("postcopy")
+        if opts.bandwidth_mib_s:
+            params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = int(opts.bandwidth_mib_s)
+            names.append(f"bandwidth={opts.bandwidth_mib_s}MiB/s")
+        if opts.parallel_connections > 1:
+            flags |= libvirt.VIR_MIGRATE_PARALLEL
+            params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] = int(opts.parallel_connections)
+            names.append(f"parallel={opts.parallel_connections}")
+        if opts.compression:
+            flags |= libvirt.VIR_MIGRATE_COMPRESSED
+            params[libvirt.VIR_MIGRATE_PARAM_COMPRESSION] = "zlib" if opts.parallel_connections > 1 else "xbzrle"
+            names.append("compressed")
+        if opts.max_downtime_ms:
+            names.append(f"max-downtime={opts.max_downtime_ms}ms")
+            try:
+                await self._call("set max downtime", dom.migrateSetMaxDowntime, int(opts.max_downtime_ms), 0)
+            except errors.CellbedError as e:
+                log.debug("setting max downtime before the job failed (%s); will set it during", e)
+        log.info("migrate %s -> %s flags=%s", name, dest_uri, ",".join(names))
+
+        loop = asyncio.get_running_loop()
+        completed: asyncio.Future = loop.create_future()
+        self._completed[name] = completed
+        t0 = time.monotonic()
+        job = loop.run_in_executor(self._pool, dom.migrateToURI3, dest_uri, params, flags)
+        switched = timed_out = downtime_set = retry_auto_converge = False
+        action_taken = ""
+        try:
+            while True:
+                done, _ = await asyncio.wait({job}, timeout=self.progress_period_s)
+                if done:
+                    break
+                try:
+                    st = await loop.run_in_executor(self._pool, dom.jobStats, 0)
+                except libvirt.libvirtError:
+                    continue  # the job may just have ended
+                if st.get("type", 0) == libvirt.VIR_DOMAIN_JOB_NONE:
+                    continue
+                if opts.max_downtime_ms and not downtime_set:
+                    try:
+                        await loop.run_in_executor(self._pool, dom.migrateSetMaxDowntime,
+                                                   int(opts.max_downtime_ms), 0)
+                        downtime_set = True
+                    except libvirt.libvirtError as e:
+                        log.debug("set max downtime during job: %s", e)
+                prog = _progress(st, switched)
+                if on_progress is not None:
+                    res = on_progress(prog)
+                    if asyncio.iscoroutine(res):
+                        await res
+                d = next_action(opts, prog, time.monotonic() - t0, switched, timed_out)
+                if d.timeout:
+                    timed_out = True
+                    action_taken = f"{d.action.value}: {d.why}"
+                if d.action is Action.SWITCH_POSTCOPY:
+                    log.info("migration of %s: switching to post-copy (%s)", name, d.why)
+                    try:
+                        await loop.run_in_executor(self._pool, dom.migrateStartPostCopy, 0)
+                        switched = True
+                    except libvirt.libvirtError as e:
+                        log.warning("post-copy switch of %s failed: %s", name, e)
+                elif d.action in (Action.ABORT, Action.ABORT_AND_RETRY_AUTO_CONVERGE):
+                    log.warning("migration of %s: %s -> %s", name, d.why, d.action.value)
+                    retry_auto_converge = d.action is Action.ABORT_AND_RETRY_AUTO_CONVERGE
+                    try:
+                        await loop.run_in_executor(self._pool, dom.abortJob)
+                    except libvirt.libvirtError as e:
+                        log.warning("abort of %s failed: %s", name, e)
+            try:
+                await job
+            except libvirt.libvirtError as e:
+                err = classify(e, f"migrate {name} to {dest_uri}")
+                if retry_auto_converge:
+                    return MigrationStats(wall_ms=(time.monotonic() - t0) * 1000,
+                                          timeout_action=RETRY_MARK, source=str(err))
+                detail = f"{err}" + (f" (timeout policy: {action_taken})" if action_taken else "")
+                raise errors.MigrationFailed(detail) from e
+            wall_ms = (time.monotonic() - t0) * 1000
+            try:
+                params_done = await asyncio.wait_for(asyncio.shield(completed), timeout=5.0)
+                stats = MigrationStats.from_job_stats(params_done, "source JOB_COMPLETED event")
+            except asyncio.TimeoutError:
+                stats = await self._dest_completed_stats(name, dest_uri)
+            stats.wall_ms = wall_ms
+            stats.postcopy_switched = switched
+            stats.timeout_action = action_taken
+            return stats
+        finally:
+            self._completed.pop(name, None)
+            if not job.done():
+                job.cancel()
+
+    async def _dest_completed_stats(self, name: str, dest_uri: str) -> MigrationStats:
+        def blocking():
+            c = libvirt.open(dest_uri)
+            try:
+                return c.lookupByName(name).jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED)
+            finally:
+                c.close()
+        try:
+            st = await self._call("completed job stats on destination", blocking)
+            return MigrationStats.from_job_stats(st, "destination completed jobStats")
+        except errors.CellbedError as e:
+            log.warning("no completed-job statistics for %s: %s", name, e)
+            return MigrationStats(source=f"unavailable: {e}")

@@ -1,0 +1,68 @@
+"""cellbed-node: the node daemon entry point."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+
+from cellbed import rpc
+from cellbed.daemon.agent import NodeAgent
+from cellbed.daemon.config import NodeConfig
+from cellbed.daemon.domxml import GuestImage
+from cellbed.daemon.servicer import NodeAgentServicer
+from cellbed.telemetry import MqttPublisher
+from cellbed.v1 import node_pb2, node_pb2_grpc
+
+log = logging.getLogger("cellbed.node")
+SERVICE = node_pb2.DESCRIPTOR.services_by_name["NodeAgent"].full_name
+
+
+def make_backend(cfg: NodeConfig, agent_ref: list):
+    from cellbed.daemon.hv_libvirt import LibvirtBackend  # the only libvirt importer
+    guest = os.path.abspath(cfg.guest_dir)
+    return LibvirtBackend(cfg.libvirt_uri, accel=cfg.accel,
+                          image=GuestImage(os.path.join(guest, "vmlinuz"), os.path.join(guest, "initrd.img")),
+                          cpu_model=cfg.cpu_model or None, measure_dirty_rate=cfg.measure_dirty_rate,
+                          on_lifecycle=lambda n, s, r: agent_ref[0].on_lifecycle(n, s, r) if agent_ref else None)
+
+
+async def serve(cfg: NodeConfig) -> None:
+    ref: list = []
+    agent = NodeAgent(cfg, make_backend(cfg, ref))
+    ref.append(agent)
+    if cfg.mqtt_host:
+        agent.telemetry = MqttPublisher(cfg.mqtt_host, cfg.mqtt_port, f"cellbed/{cfg.cell}/node/{cfg.host}",
+                                        agent.clock)
+        agent.telemetry.start()
+    server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}",
+                                             [(node_pb2_grpc.add_NodeAgentServicer_to_server,
+                                               NodeAgentServicer(agent), SERVICE)])
+    await server.start()
+    await agent.start()
+    await rpc.set_serving(health, [SERVICE])
+    log.info("node %s serving NodeAgent on %s:%d", cfg.host, cfg.address, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("node %s stopping", cfg.host)
+    await server.stop(grace=2)
+    if agent.telemetry:
+        await agent.telemetry.stop()
+    await agent.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="cellbed-node", description=__doc__)
+    ap.add_argument("--config", required=True, help="node TOML config")
+    ap.add_argument("--log-level", default=os.environ.get("CELLBED_LOG", "INFO"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(NodeConfig.load(args.config)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Pure decisions taken while a live migration runs: when to switch to post-copy, and what
+to do when the completion timeout expires. No I/O; the backend applies the action."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from cellbed.daemon.hypervisor import JobProgress, MigrationOptions, TimeoutPolicy
+
+# Switch to post-copy once the first full pre-copy pass is done (iteration 2 has begun):
+# the destination then already holds most pages and post-copy faults are few.
+POSTCOPY_AFTER_ITERATION = 2
+
+
+class Action(str, enum.Enum):
+    CONTINUE = "continue"
+    SWITCH_POSTCOPY = "switch-postcopy"
+    ABORT = "abort"
+    ABORT_AND_RETRY_AUTO_CONVERGE = "abort-retry-auto-converge"
+
+
+def needs_postcopy_flag(opts: MigrationOptions) -> bool:
+    """Post-copy must be enabled when the job starts for a later switch to be possible."""
+    return opts.postcopy or opts.timeout_policy is TimeoutPolicy.POSTCOPY
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    action: Action
+    why: str = ""
+    timeout: bool = False   # True when the completion timeout caused this action
+
+
+def next_action(opts: MigrationOptions, progress: JobProgress, elapsed_s: float,
+                switched: bool, timed_out: bool) -> Decision:
+    """Decide on one progress sample of a running migration."""
+    if switched:
+        return Decision(Action.CONTINUE, "already in post-copy")
+    if opts.postcopy and progress.memory_iteration >= POSTCOPY_AFTER_ITERATION:
+        return Decision(Action.SWITCH_POSTCOPY,
+                        f"iteration {progress.memory_iteration} >= {POSTCOPY_AFTER_ITERATION}")
+    if opts.completion_timeout_s > 0 and elapsed_s > opts.completion_timeout_s and not timed_out:
+        why = (f"not complete after {elapsed_s:.1f} s > timeout {opts.completion_timeout_s:.1f} s "
+               f"(iteration {progress.memory_iteration}, remaining {progress.data_remaining} B)")
+        if opts.timeout_policy is TimeoutPolicy.POSTCOPY:
+            return Decision(Action.SWITCH_POSTCOPY, why, timeout=True)
+        if opts.timeout_policy is TimeoutPolicy.AUTO_CONVERGE and not opts.auto_converge:
+            return Decision(Action.ABORT_AND_RETRY_AUTO_CONVERGE, why, timeout=True)
+        return Decision(Action.ABORT, why, timeout=True)
+    return Decision(Action.CONTINUE)
