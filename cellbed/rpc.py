@@ -46,6 +46,11 @@ async def set_serving(hs: health.aio.HealthServicer, names: Iterable[str]) -> No
         await hs.set(n, health_pb2.HealthCheckResponse.SERVING)
 
 
+async def set_not_serving(hs: health.aio.HealthServicer, names: Iterable[str]) -> None:
+    for n in ["", *names]:
+        await hs.set(n, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+
 def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     """The one place where exceptions become gRPC status codes."""
     if isinstance(exc, errors.CellbedError):

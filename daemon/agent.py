@@ -267,6 +267,17 @@ class NodeAgent:
                   f"cpu {new.cpu_load:g} wss {new.wss_mib} MiB dirty {new.dirty_mib_s:g} MiB/s")
         return e
 
+    async def inject_fault(self, name: str, kind: str) -> str:
+        e = self._get(name)
+        if e.state is not DomState.RUNNING or e.migrating_out:
+            raise errors.FailedPrecondition(f"VM {name} is {e.state.value} ({e.reason}); faults need a running guest")
+        try:
+            rep = await self.channel(name).fault(kind)
+        except GuestChannelError as exc:
+            raise errors.Unavailable(f"guest {name}: {exc}") from exc
+        log.warning("fault %s injected into %s: %s", kind, name, rep)
+        return str(rep)
+
     # --- measurement ---------------------------------------------------------------------
     async def sample(self) -> None:
         now = self.clock.monotonic()
@@ -385,6 +396,7 @@ class NodeAgent:
             self.migrating[name] = mid
             self.emit(pb.EVENT_KIND_MIGRATION_STARTED, name, f"{mid} -> {dest}")
             migrated = False
+            t0 = self.clock.monotonic()
             try:
                 stats = await self.hv.migrate(
                     name, self.cfg.migration_uri_template.format(address=peer.address, host=dest), opts,
@@ -395,6 +407,8 @@ class NodeAgent:
                 aborted = "abort" in str(exc).lower() or "cancel" in str(exc).lower()
                 rec.outcome = pb.MIGRATION_OUTCOME_ABORTED if aborted else pb.MIGRATION_OUTCOME_FAILED
                 rec.detail = str(exc)
+                rec.wall_ms = (self.clock.monotonic() - t0) * 1000
+                rec.timeout_action = getattr(exc, "timeout_action", "")
             finally:
                 self.migrating.pop(name, None)
             try:

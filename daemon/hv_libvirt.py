@@ -219,7 +219,8 @@ class LibvirtBackend:
                               "panicked" if detail == libvirt.VIR_DOMAIN_EVENT_CRASHED_PANICKED else "crashed")
         elif event == libvirt.VIR_DOMAIN_EVENT_STOPPED:
             self.on_lifecycle(dom.name(), DomState.SHUTOFF, f"stopped detail {detail}")
-        elif event == libvirt.VIR_DOMAIN_EVENT_SUSPENDED and detail == libvirt.VIR_DOMAIN_EVENT_SUSPENDED_PANICKED:
+        elif (event == libvirt.VIR_DOMAIN_EVENT_SUSPENDED
+              and detail == getattr(libvirt, "VIR_DOMAIN_EVENT_SUSPENDED_PANICKED", -1)):
             self.on_lifecycle(dom.name(), DomState.CRASHED, "panicked")
 
     # --- inventory and measurement ---------------------------------------------------
@@ -420,8 +421,9 @@ class LibvirtBackend:
                 if retry_auto_converge:
                     return MigrationStats(wall_ms=(time.monotonic() - t0) * 1000,
                                           timeout_action=RETRY_MARK, source=str(err))
-                detail = f"{err}" + (f" (timeout policy: {action_taken})" if action_taken else "")
-                raise errors.MigrationFailed(detail) from e
+                failed = errors.MigrationFailed(str(err))
+                failed.timeout_action = action_taken
+                raise failed from e
             wall_ms = (time.monotonic() - t0) * 1000
             try:
                 params_done = await asyncio.wait_for(asyncio.shield(completed), timeout=5.0)

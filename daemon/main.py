@@ -39,6 +39,7 @@ async def serve(cfg: NodeConfig) -> None:
     server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}",
                                              [(node_pb2_grpc.add_NodeAgentServicer_to_server,
                                                NodeAgentServicer(agent), SERVICE)])
+    await rpc.set_not_serving(health, [SERVICE])   # until the inventory is rebuilt
     await server.start()
     await agent.start()
     await rpc.set_serving(health, [SERVICE])

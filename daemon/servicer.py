@@ -101,6 +101,13 @@ class NodeAgentServicer(pbg.NodeAgentServicer):
         recs = self.agent.records[-request.limit:] if request.limit else self.agent.records
         return pb.ListMigrationsResponse(records=recs)
 
+    @handles_errors
+    async def InjectFault(self, request, context):
+        kinds = {pb.FAULT_KIND_CORRUPT: "corrupt", pb.FAULT_KIND_PANIC: "panic"}
+        if request.kind not in kinds:
+            raise InvalidArgument(f"kind={request.kind}: allowed FAULT_KIND_CORRUPT (1), FAULT_KIND_PANIC (2)")
+        return pb.InjectFaultResponse(detail=await self.agent.inject_fault(request.name, kinds[request.kind]))
+
     async def WatchEvents(self, request, context):
         async for ev in self.agent.watch(request.replay):
             yield ev

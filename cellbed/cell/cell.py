@@ -204,12 +204,12 @@ migration_port_max = 49215
             f.write(content)
 
 
-def _health_ok(target: str, timeout: float = 2.0) -> bool:
+def _health_ok(target: str, timeout: float = 2.0, service: str = "cellbed.v1.NodeAgent") -> bool:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     try:
         with grpc.insecure_channel(target) as ch:
-            r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+            r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
             return r.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
         return False

@@ -33,6 +33,12 @@ class MigrationOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MIGRATION_OUTCOME_VERIFICATION_FAILED: _ClassVar[MigrationOutcome]
     MIGRATION_OUTCOME_REFUSED: _ClassVar[MigrationOutcome]
 
+class FaultKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAULT_KIND_UNSPECIFIED: _ClassVar[FaultKind]
+    FAULT_KIND_CORRUPT: _ClassVar[FaultKind]
+    FAULT_KIND_PANIC: _ClassVar[FaultKind]
+
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     EVENT_KIND_UNSPECIFIED: _ClassVar[EventKind]
@@ -60,6 +66,9 @@ MIGRATION_OUTCOME_FAILED: MigrationOutcome
 MIGRATION_OUTCOME_ABORTED: MigrationOutcome
 MIGRATION_OUTCOME_VERIFICATION_FAILED: MigrationOutcome
 MIGRATION_OUTCOME_REFUSED: MigrationOutcome
+FAULT_KIND_UNSPECIFIED: FaultKind
+FAULT_KIND_CORRUPT: FaultKind
+FAULT_KIND_PANIC: FaultKind
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_VM_STARTED: EventKind
 EVENT_KIND_VM_STOPPED: EventKind
@@ -394,6 +403,20 @@ class ListMigrationsResponse(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[MigrationRecord]
     def __init__(self, records: _Optional[_Iterable[_Union[MigrationRecord, _Mapping]]] = ...) -> None: ...
+
+class InjectFaultRequest(_message.Message):
+    __slots__ = ("name", "kind")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: FaultKind
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[FaultKind, str]] = ...) -> None: ...
+
+class InjectFaultResponse(_message.Message):
+    __slots__ = ("detail",)
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    detail: str
+    def __init__(self, detail: _Optional[str] = ...) -> None: ...
 
 class WatchEventsRequest(_message.Message):
     __slots__ = ("replay",)

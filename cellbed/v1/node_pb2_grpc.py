@@ -84,6 +84,11 @@ class NodeAgentStub:
                 request_serializer=cellbed_dot_v1_dot_node__pb2.ListMigrationsRequest.SerializeToString,
                 response_deserializer=cellbed_dot_v1_dot_node__pb2.ListMigrationsResponse.FromString,
                 _registered_method=True)
+        self.InjectFault = channel.unary_unary(
+                '/cellbed.v1.NodeAgent/InjectFault',
+                request_serializer=cellbed_dot_v1_dot_node__pb2.InjectFaultRequest.SerializeToString,
+                response_deserializer=cellbed_dot_v1_dot_node__pb2.InjectFaultResponse.FromString,
+                _registered_method=True)
         self.WatchEvents = channel.unary_stream(
                 '/cellbed.v1.NodeAgent/WatchEvents',
                 request_serializer=cellbed_dot_v1_dot_node__pb2.WatchEventsRequest.SerializeToString,
@@ -171,6 +176,14 @@ class NodeAgentServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InjectFault(self, request, context):
+        """Make a guest misbehave on purpose (corrupt a page, panic). NOT_FOUND for
+        an unknown VM, INVALID_ARGUMENT for an unspecified kind.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchEvents(self, request, context):
         """Stream of this host's events (VM lifecycle, migration progress).
         """
@@ -230,6 +243,11 @@ def add_NodeAgentServicer_to_server(servicer, server):
                     servicer.ListMigrations,
                     request_deserializer=cellbed_dot_v1_dot_node__pb2.ListMigrationsRequest.FromString,
                     response_serializer=cellbed_dot_v1_dot_node__pb2.ListMigrationsResponse.SerializeToString,
+            ),
+            'InjectFault': grpc.unary_unary_rpc_method_handler(
+                    servicer.InjectFault,
+                    request_deserializer=cellbed_dot_v1_dot_node__pb2.InjectFaultRequest.FromString,
+                    response_serializer=cellbed_dot_v1_dot_node__pb2.InjectFaultResponse.SerializeToString,
             ),
             'WatchEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchEvents,
@@ -507,6 +525,33 @@ class NodeAgent:
             '/cellbed.v1.NodeAgent/ListMigrations',
             cellbed_dot_v1_dot_node__pb2.ListMigrationsRequest.SerializeToString,
             cellbed_dot_v1_dot_node__pb2.ListMigrationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InjectFault(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cellbed.v1.NodeAgent/InjectFault',
+            cellbed_dot_v1_dot_node__pb2.InjectFaultRequest.SerializeToString,
+            cellbed_dot_v1_dot_node__pb2.InjectFaultResponse.FromString,
             options,
             channel_credentials,
             insecure,

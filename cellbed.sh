@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Cellbed's entry point. Two commands do all the setup on a fresh Debian 12 machine (root):
+#   ./cellbed.sh demo   installs what is missing, then runs the demo cell
+#   ./cellbed.sh test   installs what is missing, then runs the whole test suite
+# Other verbs: setup (install only), proto (regenerate gRPC stubs), bench-migration.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+VENV=$ROOT/.venv
+APT_PKGS=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config mosquitto
+          iproute2 util-linux busybox-static gcc libc6-dev python3-dev python3-venv gzip xz-utils zstd
+          mount procps)
+BPO_PKGS=(qemu-system-x86 qemu-utils)
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+need_root() {
+  [ "$(id -u)" = 0 ] || { echo "cellbed.sh: must run as root (namespaces, libvirtd, cgroups)" >&2; exit 1; }
+}
+
+apt_setup() {
+  export DEBIAN_FRONTEND=noninteractive
+  local src=/etc/apt/sources.list.d/cellbed-backports.sources updated=0
+  if [ ! -f "$src" ] && ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    say "Adding the bookworm-backports apt source (QEMU 10: 7.2 loses guest writes in TCG live migration)"
+    cat > "$src" <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    apt-get update -q; updated=1
+  fi
+  local missing=()
+  for p in "${APT_PKGS[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
+  local qv; qv=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || true)
+  case "$qv" in *bpo12*|1:1[0-9].*) ;; *) missing+=("${BPO_PKGS[@]}");; esac
+  if [ ${#missing[@]} -gt 0 ]; then
+    say "Installing Debian packages: ${missing[*]}"
+    [ $updated = 1 ] || apt-get update -q
+    apt-get install -y -q --no-install-recommends "${APT_PKGS[@]}"
+    apt-get install -y -q --no-install-recommends -t bookworm-backports "${BPO_PKGS[@]}"
+  fi
+  # The kernel package for the guest is fetched by guest/build.sh with apt-get download.
+}
+
+venv_setup() {
+  local stamp=$VENV/.cellbed-stamp want
+  want=$(sha256sum pyproject.toml | cut -c1-16)
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "Creating the venv with Debian's python3"
+    /usr/bin/python3 -m venv "$VENV"
+  fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "Installing Cellbed and its Python dependencies into .venv"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q -e ".[dev]"
+    echo "$want" > "$stamp"
+  fi
+}
+
+guest_setup() { bash guest/build.sh "$ROOT/build/guest"; }
+
+setup() { need_root; apt_setup; venv_setup; guest_setup; }
+
+case "${1:-}" in
+  setup) setup ;;
+  demo) setup; exec "$VENV/bin/python" -m cellbed.cli.demo "${@:2}" ;;
+  test) setup; shift; exec "$VENV/bin/python" -m pytest -ra "$@" ;;
+  proto) "$VENV/bin/python" scripts/genproto.py ;;
+  bench-migration) setup; exec "$VENV/bin/python" -m cellbed.cli.demo --bench "${@:2}" ;;
+  *) echo "usage: ./cellbed.sh demo|test|setup|proto|bench-migration" >&2; exit 2 ;;
+esac

@@ -1,0 +1,57 @@
+"""A real single-box cell for integration tests: namespaces, libvirtd, QEMU (TCG here)."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from cellbed.cell import cell as cellmod
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GUEST = os.path.join(REPO, "build", "guest")
+
+
+def _can_run_cells() -> str:
+    if os.geteuid() != 0:
+        return "needs root"
+    for t in ("libvirtd", "qemu-system-x86_64", "mosquitto", "unshare", "nsenter"):
+        if not shutil.which(t):
+            return f"{t} not installed (run ./cellbed.sh setup)"
+    if not os.path.exists(os.path.join(GUEST, "initrd.img")):
+        return "guest not built (run ./cellbed.sh setup)"
+    return ""
+
+
+@pytest.fixture(scope="session")
+def state_root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("cells"))
+
+
+@pytest.fixture(scope="module")
+def cell2(state_root):
+    """Two hosts: h1 with 1.0 core / 1024 MiB, h2 with 0.8 core / 448 MiB (small, for refusals)."""
+    why = _can_run_cells()
+    if why:
+        pytest.fail(f"integration cell cannot run: {why}")
+    st = cellmod.up("it", 2, subnet="10.231.9.0/24", host_cpus=[1.0, 0.8], host_mem_mib=[1024, 448],
+                    root=state_root, monitor_period_s=1.0)
+    try:
+        yield st
+    finally:
+        for h in st["hosts"]:
+            log = os.path.join(state_root, "it", h, "logs", "node.log")
+            if os.path.exists(log):
+                print(f"--- {h} node.log (tail)\n" + "".join(open(log).readlines()[-40:]))
+        cellmod.down("it", state_root)
+
+
+def host_pids(state_root: str, cell: str, host: str) -> dict:
+    with open(os.path.join(state_root, cell, host, "pids.json")) as f:
+        return json.load(f)
+
+
+def virsh_names(address: str) -> list[str]:
+    out = subprocess.run(["virsh", "-c", f"qemu+tcp://{address}/system", "list", "--all", "--name"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    return [n for n in out.split() if n]
