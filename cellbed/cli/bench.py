@@ -61,7 +61,7 @@ async def bench_migration(cell, args) -> list[dict]:
             rows.append(row)
             print(f"  mem {mem} MiB dirty {dirty} MiB/s bw {bw or 'unlimited'}: {row['outcome']} "
                   f"total {rec.time_elapsed_ms:.0f} ms downtime {rec.downtime_ms:.0f} ms "
-                  f"{rec.data_total_bytes / 2**20:.1f} MiB ({rec.memory_iteration} iterations)", flush=True)
+                  f"{rec.memory_processed_bytes / 2**20:.1f} MiB sent ({rec.memory_iteration} iterations)", flush=True)
     os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
     with open(args.csv, "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=CSV_FIELDS)
@@ -76,10 +76,11 @@ async def bench_migration(cell, args) -> list[dict]:
         summary.append({"mem_mib": mem, "wss_mib": bench_wss(mem), "dirty_mib_s": dirty, "bw_mib_s": bw or "unl",
                         "ok": f"{len(ok)}/{len(grp)}", "total_ms": med("time_elapsed_ms"),
                         "downtime_ms": med("downtime_ms"),
-                        "MiB": f"{statistics.median(float(r['data_total_bytes']) for r in ok) / 2**20:.1f}" if ok else "-",
+                        "total_MiB": f"{statistics.median(float(r['data_total_bytes']) for r in ok) / 2**20:.1f}" if ok else "-",
+                        "sent_MiB": f"{statistics.median(float(r['memory_processed_bytes']) for r in ok) / 2**20:.1f}" if ok else "-",
                         "iter": med("memory_iteration"), "boot_s": f"{statistics.median(r['boot_s'] for r in grp):.1f}"})
     emit(args, {"csv": args.csv, "summary": summary, "rows": rows},
          f"wrote {len(rows)} migrations to {args.csv} (medians of successful runs):\n"
-         + table(summary, ["mem_mib", "wss_mib", "dirty_mib_s", "bw_mib_s", "ok", "total_ms", "downtime_ms", "MiB",
+         + table(summary, ["mem_mib", "wss_mib", "dirty_mib_s", "bw_mib_s", "ok", "total_ms", "downtime_ms", "total_MiB", "sent_MiB",
                            "iter", "boot_s"]))
     return rows

@@ -42,12 +42,13 @@ def record_row(r: pb.MigrationRecord) -> dict:
     return {"id": r.id, "vm": r.vm, "src": r.src, "dst": r.dst, "outcome": OUTCOME_NAMES[r.outcome],
             "wall_ms": f"{r.wall_ms:.0f}", "elapsed_ms": f"{r.time_elapsed_ms:.0f}",
             "downtime_ms": f"{r.downtime_ms:.0f}", "setup_ms": f"{r.setup_time_ms:.0f}",
-            "MiB": f"{r.data_total_bytes / 2**20:.1f}", "iter": r.memory_iteration,
+            "total_MiB": f"{r.data_total_bytes / 2**20:.1f}", "sent_MiB": f"{r.memory_processed_bytes / 2**20:.1f}",
+            "iter": r.memory_iteration,
             "dirty_MiB_s": f"{r.memory_dirty_rate / 2**20:.1f}", "MiB_s": f"{r.memory_bps / 2**20:.1f}",
             "hb": f"{r.heartbeat_before}->{r.heartbeat_after}", "bad_pages": r.integrity_bad}
 
 
-RECORD_COLS = ["vm", "src", "dst", "outcome", "wall_ms", "elapsed_ms", "downtime_ms", "MiB", "iter",
+RECORD_COLS = ["vm", "src", "dst", "outcome", "wall_ms", "elapsed_ms", "downtime_ms", "total_MiB", "sent_MiB", "iter",
                "dirty_MiB_s", "hb", "bad_pages"]
 
 

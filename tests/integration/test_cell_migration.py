@@ -242,3 +242,25 @@ async def test_node_state_reaches_mqtt(cell2):
         msg = await asyncio.wait_for(anext(aiter(client.messages)), 30)
     state = json.loads(msg.payload)
     assert state["host"] in ("h1", "h2") and state["capacity"]["memMib"] in (1024, 448)
+
+
+def test_cellctl_bench_writes_csv_and_cli_shows_state(cell2, state_root, tmp_path):
+    import csv
+    import json
+    import subprocess
+    import sys
+    cellctl = [sys.executable, "-m", "cellbed.cli.main", "--state-root", state_root, "--cell", "it"]
+    out = tmp_path / "bench.csv"
+    r = subprocess.run(cellctl + ["bench", "migration", "--mem-mib", "128", "--dirty-mib-s", "0,8", "--csv", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(out)))
+    assert [(row["mem_mib"], row["dirty_mib_s"]) for row in rows] == [("128", "0.0"), ("128", "8.0")]
+    assert all(row["outcome"] == "succeeded" and float(row["downtime_ms"]) > 0
+               and int(row["memory_processed_bytes"]) > 0 for row in rows), rows
+    assert "downtime_ms" in r.stdout and "sent_MiB" in r.stdout
+    r = subprocess.run(cellctl + ["--json", "nodes"], capture_output=True, text=True, timeout=60, check=True)
+    nodes = {n["host"]: n for n in json.loads(r.stdout)}
+    assert nodes["h2"]["capacity"]["mem_mib"] == 448 and nodes["h1"]["accel"] == "tcg"
+    r = subprocess.run(cellctl + ["vm", "stop", "nope"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "NOT_FOUND" in r.stderr
