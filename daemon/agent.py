@@ -484,11 +484,10 @@ class NodeAgent:
             v = await self._verify(name, hb_before, boot_id)
         finally:
             self.incoming.pop(mid, None)
-            spec = r.spec
-            self.vms[name] = VmEntry(spec=spec, state=DomState.RUNNING, reason="migrated")
-        try:
-            self.vms[name].state, self.vms[name].reason = await self.hv.domain_state(name)
-        except errors.CellbedError:
+        try:  # adopt the VM if, and only if, its domain really is here (even when it failed checks)
+            state, reason = await self.hv.domain_state(name)
+            self.vms[name] = VmEntry(spec=r.spec, state=state, reason=reason)
+        except errors.NotFound:
             pass
         log.log(logging.INFO if v.verified else logging.ERROR, "incoming %s (%s from %s): %s",
                 name, mid, r.src, v.detail)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import tomllib
 
 from cellbed.errors import InvalidArgument, check_range
@@ -55,6 +56,14 @@ class NodeConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidArgument(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                want = {"str": str, "int": int, "float": (int, float), "bool": bool}[f.type]
+                v = data[f.name]
+                if not isinstance(v, want) or (f.type in ("int", "float") and isinstance(v, bool)):
+                    raise InvalidArgument(f"{path}: {f.name}={v!r} must be of type {f.type}")
+        if "host" not in data:
+            raise InvalidArgument(f"{path}: host is required (the host's name in the cell)")
         return cls(**data).validate()
 
 
@@ -67,5 +76,5 @@ def to_toml(cfg: NodeConfig) -> str:
         elif isinstance(v, (int, float)):
             lines.append(f"{f.name} = {v!r}")
         else:
-            lines.append(f'{f.name} = "{v}"')
+            lines.append(f"{f.name} = {json.dumps(v)}")  # a JSON string is a valid TOML basic string
     return "\n".join(lines) + "\n"

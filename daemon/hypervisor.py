@@ -48,13 +48,13 @@ class VmSpec:
     created_unix_s: float = 0.0
 
     def validate(self) -> "VmSpec":
-        if not NAME_RE.match(self.name or ""):
+        if not NAME_RE.fullmatch(self.name or ""):
             raise InvalidArgument(f"name={self.name!r} is invalid: allowed [a-z0-9][a-z0-9-]{{0,30}}")
         check_range("mem_mib", self.mem_mib, *MEM_MIB_RANGE, "MiB")
         check_range("vcpus", self.vcpus, *VCPUS_RANGE)
         check_range("cpu_load", self.cpu_load, *CPU_LOAD_RANGE)
         check_range("wss_mib", self.wss_mib, 0, max_wss_mib(self.mem_mib), "MiB")
-        if not math.isinf(self.dirty_mib_s):
+        if self.dirty_mib_s != math.inf:  # +inf = as fast as possible; -inf is out of range
             check_range("dirty_mib_s", self.dirty_mib_s, *DIRTY_MIB_S_RANGE, "MiB/s")
         check_range("priority", self.priority, *PRIORITY_RANGE)
         check_range("req_cpu_cores", self.req_cpu_cores, 0.0, float(self.vcpus), "cores")

@@ -12,6 +12,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,14 +67,15 @@ class CellPlan:
 
     @classmethod
     def build(cls, name: str, n_hosts: int, subnet: str, cpu_cores: list[float], mem_mib: list[int]) -> "CellPlan":
-        if not (name.isalnum() and name.islower() and 1 <= len(name) <= 6):
+        if not re.fullmatch(r"[a-z0-9]{1,6}", name):
             raise errors.InvalidArgument(f"cell name {name!r}: allowed 1..6 lowercase letters or digits")
         errors.check_range("hosts", n_hosts, 1, 32)
         try:
             net = ipaddress.ip_network(subnet)
         except ValueError as e:
             raise errors.InvalidArgument(f"subnet {subnet!r}: {e}") from None
-        if not net.is_private or net.version != 4 or net.num_addresses < n_hosts + 16:
+        if (not net.is_private or net.version != 4 or net.is_loopback or net.is_link_local
+                or net.num_addresses < n_hosts + 16):
             raise errors.InvalidArgument(f"subnet {subnet}: must be a private IPv4 range with room for {n_hosts} hosts")
         cpus = (cpu_cores * n_hosts)[:n_hosts] if len(cpu_cores) == 1 else cpu_cores
         mems = (mem_mib * n_hosts)[:n_hosts] if len(mem_mib) == 1 else mem_mib

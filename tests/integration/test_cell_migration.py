@@ -264,3 +264,27 @@ def test_cellctl_bench_writes_csv_and_cli_shows_state(cell2, state_root, tmp_pat
     assert nodes["h2"]["capacity"]["mem_mib"] == 448 and nodes["h1"]["accel"] == "tcg"
     r = subprocess.run(cellctl + ["vm", "stop", "nope"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "NOT_FOUND" in r.stderr
+
+
+async def test_set_workload_changes_the_running_guest_and_cgroup_caps_the_host(cell2):
+    await start(cell2, "h1", "wl1", cpu=0.05, wss=8, dirty=0)
+    async with NodeClient(target(cell2, "h1"), "h1") as c:
+        vm = (await c.call("SetWorkload", pb.SetWorkloadRequest(
+            name="wl1", workload=pb.Workload(cpu_load=0.4, wss_mib=24, dirty_mib_s=8)))).vm
+        assert vm.spec.workload.cpu_load == pytest.approx(0.4) and vm.spec.workload.wss_mib == 24
+        with pytest.raises(errors.InvalidArgument, match=r"cpu_load=1.5 .*0\.0\.\.1\.0"):
+            await c.call("SetWorkload", pb.SetWorkloadRequest(name="wl1", workload=pb.Workload(cpu_load=1.5)))
+        with pytest.raises(errors.NotFound):
+            await c.call("SetWorkload", pb.SetWorkloadRequest(name="nope", workload=pb.Workload(cpu_load=0.1)))
+
+    async def guest_follows():
+        v = (await vms(cell2, "h1"))["wl1"]
+        # The guest measures its own CPU over ~1 s; 0.4 ± 0.15 allows for TCG scheduling noise.
+        return v if abs(v.guest_cpu_actual - 0.4) < 0.15 and v.guest_dirty_mib_s > 4 else None
+    v = await wait_until(guest_follows, 30, "guest CPU near 0.4 and dirtying")
+    assert v.cpu_used_cores > 0.2   # host-side cpu-time deltas see the load too
+    cg = HostCgroup("cellbed/it/h1")
+    if cg.version == 1:
+        assert open(os.path.join(cg.paths["cpu"], "cpu.cfs_quota_us")).read().strip() == "100000"  # 1.0 core
+    else:
+        assert open(os.path.join(cg.paths["unified"], "cpu.max")).read().split()[0] == "100000"
