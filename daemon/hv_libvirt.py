@@ -375,7 +375,9 @@ class LibvirtBackend:
         action_taken = ""
         try:
             while True:
-                done, _ = await asyncio.wait({job}, timeout=self.progress_period_s)
+                # Poll faster while a post-copy switch is pending: a short pre-copy pass is easy to miss.
+                period = 0.1 if (opts.postcopy and not switched) else self.progress_period_s
+                done, _ = await asyncio.wait({job}, timeout=period)
                 if done:
                     break
                 try:

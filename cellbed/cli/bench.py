@@ -13,7 +13,8 @@ from cellbed.v1 import node_pb2 as pb
 
 CSV_FIELDS = ["mem_mib", "wss_mib", "dirty_mib_s", "bandwidth_mib_s", "max_downtime_ms", "postcopy", "repeat",
               "outcome", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes",
-              "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "boot_s", "detail"]
+              "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "postcopy_switched",
+              "boot_s", "detail"]
 
 
 def bench_wss(mem_mib: int) -> int:

@@ -258,7 +258,7 @@ def test_cellctl_bench_writes_csv_and_cli_shows_state(cell2, state_root, tmp_pat
     assert [(row["mem_mib"], row["dirty_mib_s"]) for row in rows] == [("128", "0.0"), ("128", "8.0")]
     assert all(row["outcome"] == "succeeded" and float(row["downtime_ms"]) > 0
                and int(row["memory_processed_bytes"]) > 0 for row in rows), rows
-    assert "downtime_ms" in r.stdout and "sent_MiB" in r.stdout
+    assert "DOWNTIME_MS" in r.stdout and "SENT_MIB" in r.stdout
     r = subprocess.run(cellctl + ["--json", "nodes"], capture_output=True, text=True, timeout=60, check=True)
     nodes = {n["host"]: n for n in json.loads(r.stdout)}
     assert nodes["h2"]["capacity"]["mem_mib"] == 448 and nodes["h1"]["accel"] == "tcg"
