@@ -56,6 +56,11 @@ class MigrationFailed(CellbedError):
 
     code = grpc.StatusCode.ABORTED
 
+    def __init__(self, msg: str, *, aborted: bool = False, timeout_action: str = "") -> None:
+        super().__init__(msg)
+        self.aborted = aborted                # cancelled (by request or timeout policy), not an error
+        self.timeout_action = timeout_action  # what the completion-timeout policy did, if anything
+
 
 def check_range(field: str, value: float, lo: float, hi: float, unit: str = "") -> None:
     """Raise InvalidArgument naming *field* and the allowed range unless lo <= value <= hi."""

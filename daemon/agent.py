@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -17,6 +16,7 @@ from collections import deque
 from typing import AsyncIterator
 
 import psutil
+from google.protobuf import json_format
 
 from cellbed import errors
 from cellbed.cgroups import HostCgroup
@@ -106,7 +106,6 @@ class NodeAgent:
         await self.hv.close()
 
     def _load_history(self) -> None:
-        from google.protobuf import json_format
         try:
             with open(self._history_path) as f:
                 for line in f:
@@ -116,7 +115,6 @@ class NodeAgent:
             pass
 
     def _save_record(self, rec: pb.MigrationRecord) -> None:
-        from google.protobuf import json_format
         self.records.append(rec)
         with open(self._history_path, "a") as f:
             f.write(json_format.MessageToJson(rec, indent=None) + "\n")
@@ -316,9 +314,9 @@ class NodeAgent:
         for n, r in zip(running, results):
             if isinstance(r, GuestStatus) and n in self.vms:
                 self.vms[n].guest = r
-        self._sample_host(now)
+        self.sample_host(now)
 
-    def _sample_host(self, now: float) -> None:
+    def sample_host(self, now: float) -> None:
         mem, cpu = self._allocated()
         s = self.host_sample
         s.host, s.address = self.cfg.host, self.cfg.address
@@ -404,7 +402,7 @@ class NodeAgent:
                 migrated = True
                 _fill_stats(rec, stats)
             except errors.CellbedError as exc:
-                aborted = "abort" in str(exc).lower() or "cancel" in str(exc).lower()
+                aborted = isinstance(exc, errors.MigrationFailed) and exc.aborted
                 rec.outcome = pb.MIGRATION_OUTCOME_ABORTED if aborted else pb.MIGRATION_OUTCOME_FAILED
                 rec.detail = str(exc)
                 rec.wall_ms = (self.clock.monotonic() - t0) * 1000
@@ -555,7 +553,3 @@ def _fill_stats(rec: pb.MigrationRecord, st) -> None:
     rec.memory_dirty_rate, rec.memory_bps = st.memory_dirty_rate, st.memory_bps
     rec.postcopy_switched, rec.timeout_action = st.postcopy_switched, st.timeout_action
 
-
-def state_json(rec) -> str:
-    from google.protobuf import json_format
-    return json.dumps(json_format.MessageToDict(rec))

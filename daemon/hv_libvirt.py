@@ -423,9 +423,9 @@ class LibvirtBackend:
                 if retry_auto_converge:
                     return MigrationStats(wall_ms=(time.monotonic() - t0) * 1000,
                                           timeout_action=RETRY_MARK, source=str(err))
-                failed = errors.MigrationFailed(str(err))
-                failed.timeout_action = action_taken
-                raise failed from e
+                raise errors.MigrationFailed(
+                    str(err), aborted=e.get_error_code() == libvirt.VIR_ERR_OPERATION_ABORTED,
+                    timeout_action=action_taken) from e
             wall_ms = (time.monotonic() - t0) * 1000
             try:
                 params_done = await asyncio.wait_for(asyncio.shield(completed), timeout=5.0)

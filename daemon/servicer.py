@@ -58,7 +58,7 @@ class NodeAgentServicer(pbg.NodeAgentServicer):
 
     @handles_errors
     async def GetHostState(self, request, context):
-        self.agent._sample_host(self.agent.clock.monotonic())
+        self.agent.sample_host(self.agent.clock.monotonic())
         return pb.GetHostStateResponse(state=self.agent.host_sample)
 
     @handles_errors
@@ -86,7 +86,7 @@ class NodeAgentServicer(pbg.NodeAgentServicer):
     async def PrepareIncoming(self, request, context):
         await self.agent.prepare_incoming(spec_from_pb(request.spec), request.src_host, request.migration_id,
                                           request.force)
-        self.agent._sample_host(self.agent.clock.monotonic())
+        self.agent.sample_host(self.agent.clock.monotonic())
         return pb.PrepareIncomingResponse(state=self.agent.host_sample)
 
     @handles_errors

@@ -3,7 +3,6 @@ with progress and measured costs, then a clean teardown of exactly what was crea
 from __future__ import annotations
 
 import argparse
-import os
 
 from cellbed.cli.main import main as cellctl
 

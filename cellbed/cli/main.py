@@ -5,7 +5,6 @@ import argparse
 import asyncio
 import json
 import logging
-import math
 import os
 import sys
 
