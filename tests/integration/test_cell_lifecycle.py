@@ -86,9 +86,10 @@ async def test_down_after_crash_kills_recorded_processes_and_qemu(state_root):
 
 
 def test_accel_auto_is_not_fooled_by_software_kvm():
+    if not os.path.exists("/sys/module/kvm_pvm"):
+        pytest.skip("this machine has no software kvm_pvm to be fooled by")
     choice = probe("auto")
-    if os.path.exists("/sys/module/kvm_pvm"):
-        assert choice.accel == "tcg" and "kvm_pvm" in choice.reason
+    assert choice.accel == "tcg" and "kvm_pvm" in choice.reason
 
 
 @pytest.mark.kvm
