@@ -20,13 +20,16 @@ from google.protobuf import json_format
 
 from cellbed import errors
 from cellbed.cgroups import HostCgroup
-from cellbed.client import NodeClient
-from cellbed.clock import RealClock
+from cellbed import wire
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.guest_channel import GuestChannel, GuestChannelError, GuestStatus
-from cellbed.daemon.hypervisor import DomState, Hypervisor, JobProgress, MigrationOptions, VmSpec
+from cellbed.daemon.hypervisor import (REAL_VM_LIMITS, DomState, Hypervisor, JobProgress, MigrationOptions,
+                                       VmSpec)
 from cellbed.daemon.peers import PeerDirectory
-from cellbed.v1 import node_pb2 as pb
+from cellbed.policy.asr import classify, utilisation_pct
+from cellbed.runtime.clock import RealClock
+from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
+from cellbed.workload.events import constraints_match
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,8 @@ class Reservation:
     spec: VmSpec
     src: str
     expires: float
+    cpu_used: float = 0.0      # the task's usage on its source, cores (counted here while it moves)
+    mem_used: float = 0.0      # MiB
 
 
 @dataclasses.dataclass
@@ -65,11 +70,17 @@ class Verification:
 
 
 class NodeAgent:
-    def __init__(self, cfg: NodeConfig, backend: Hypervisor, clock=None) -> None:
+    def __init__(self, cfg: NodeConfig, backend: Hypervisor, clock=None, transport=None) -> None:
         self.cfg = cfg
         self.hv = backend
+        self.limits = getattr(backend, "limits", REAL_VM_LIMITS)
         self.clock = clock or RealClock()
         self.peers = PeerDirectory(cfg.peers_file)
+        if transport is None:   # a real cell: gRPC to the peers named in the peers file
+            from cellbed.runtime.grpc_transport import GrpcTransport
+            transport = GrpcTransport(lambda name: self.peers.get(name).target, self.clock, name=cfg.host)
+        self.transport = transport
+        self.sample_listeners: list = []                   # called after every periodic sample
         self.vms: dict[str, VmEntry] = {}
         self.incoming: dict[str, Reservation] = {}        # migration id -> reservation
         self.channels: dict[str, GuestChannel] = {}
@@ -82,15 +93,18 @@ class NodeAgent:
         self._lock = asyncio.Lock()                        # admission decisions
         self.cgroup = HostCgroup(cfg.cgroup) if cfg.cgroup else None
         self._cg_last: tuple[float, int] | None = None
-        self._proc = psutil.Process()
-        self._proc.cpu_percent(None)
+        self._proc = psutil.Process() if cfg.measure_daemon else None
+        if self._proc is not None:
+            self._proc.cpu_percent(None)
         self.host_sample = pb.HostState()
         self.telemetry = None                              # set by main (MQTT publisher)
-        self._history_path = os.path.join(cfg.state_dir, "migrations.jsonl")
+        # "" = keep records in memory only (model cells: thousands of agents, no files)
+        self._history_path = os.path.join(cfg.state_dir, "migrations.jsonl") if cfg.state_dir else ""
 
     # --- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
-        os.makedirs(self.cfg.state_dir, exist_ok=True)
+        if self.cfg.state_dir:
+            os.makedirs(self.cfg.state_dir, exist_ok=True)
         self._load_history()
         await self.hv.open()
         await self.sample()       # rebuilds the inventory from libvirt (restart safety)
@@ -103,9 +117,14 @@ class NodeAgent:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for ch in self.channels.values():
             await ch.close()
+        close = getattr(self.transport, "close", None)
+        if close is not None:
+            await close()
         await self.hv.close()
 
     def _load_history(self) -> None:
+        if not self._history_path:
+            return
         try:
             with open(self._history_path) as f:
                 for line in f:
@@ -116,6 +135,8 @@ class NodeAgent:
 
     def _save_record(self, rec: pb.MigrationRecord) -> None:
         self.records.append(rec)
+        if not self._history_path:
+            return
         with open(self._history_path, "a") as f:
             f.write(json_format.MessageToJson(rec, indent=None) + "\n")
 
@@ -156,7 +177,9 @@ class NodeAgent:
     def channel(self, name: str) -> GuestChannel:
         ch = self.channels.get(name)
         if ch is None:
-            ch = self.channels[name] = GuestChannel(self.hv.channel_path(name), timeout_s=5.0)
+            make = getattr(self.hv, "guest_channel", None)   # the model backend simulates its guests
+            ch = self.channels[name] = (make(name) if make is not None
+                                        else GuestChannel(self.hv.channel_path(name), timeout_s=5.0))
         return ch
 
     async def _drop_channel(self, name: str) -> None:
@@ -189,14 +212,38 @@ class NodeAgent:
             cpu += r.spec.requested_cpu
         return mem, cpu
 
+    def used(self) -> tuple[float, float]:
+        """(CPU cores, memory MiB) used: measured use of the VMs here (incl. those leaving)
+        plus the use of every VM on its way in (DESIGN §7: counted on both ends)."""
+        cpu = sum(e.cpu_used_cores for e in self.vms.values())
+        mem = sum(e.rss_mib for e in self.vms.values())
+        for r in self.incoming.values():
+            cpu += r.cpu_used
+            mem += r.mem_used
+        return cpu, mem
+
     def _admit(self, spec: VmSpec, force: bool = False) -> None:
         """Raise FailedPrecondition, with the numbers, unless *spec* fits on this host."""
         cap_mem, cap_cpu = self.cfg.mem_mib, self.cfg.cpu_cores
+        if spec.constraints and not constraints_match(spec.constraints, self.cfg.attributes):
+            bad = [c for c in spec.constraints if not c.matches(self.cfg.attributes)]
+            raise errors.FailedPrecondition(
+                f"{self.cfg.host}: VM {spec.name} constraint(s) not met: "
+                + ", ".join(f"{c.attribute} {c.op.name} {c.value!r} (host has "
+                            f"{self.cfg.attributes.get(c.attribute)!r})" for c in bad))
         if force:  # MASB forced migration: against total capacity only
             if spec.mem_mib > cap_mem or spec.requested_cpu > cap_cpu + 1e-9:
                 raise errors.FailedPrecondition(
                     f"{self.cfg.host}: VM {spec.name} ({spec.mem_mib} MiB, {spec.requested_cpu:.2f} cores) "
                     f"exceeds total capacity ({cap_mem} MiB, {cap_cpu:.2f} cores)")
+            return
+        if self.cfg.admission == "used":   # overcommitted cells (MASB): admit on measured use
+            cpu_u, mem_u = self.used()
+            if mem_u + spec.mem_mib > cap_mem or cpu_u + spec.requested_cpu > cap_cpu + 1e-9:
+                raise errors.FailedPrecondition(
+                    f"{self.cfg.host}: used {cpu_u:.2f} cores / {mem_u:.0f} MiB + requested "
+                    f"{spec.requested_cpu:.2f} cores / {spec.mem_mib} MiB > capacity {cap_cpu:.2f} cores / "
+                    f"{cap_mem} MiB")
             return
         mem, cpu = self._allocated()
         if mem + spec.mem_mib > cap_mem:
@@ -214,7 +261,7 @@ class NodeAgent:
 
     # --- VM operations -------------------------------------------------------------------
     async def start_vm(self, spec: VmSpec) -> VmEntry:
-        spec = dataclasses.replace(spec.validate(), created_unix_s=spec.created_unix_s or self.clock.now())
+        spec = dataclasses.replace(spec.validate(self.limits), created_unix_s=spec.created_unix_s or self.clock.now())
         async with self._lock:
             if spec.name in self.vms or any(r.spec.name == spec.name for r in self.incoming.values()):
                 raise errors.AlreadyExists(f"VM {spec.name!r} already exists on host {self.cfg.host}")
@@ -250,7 +297,7 @@ class NodeAgent:
     async def set_workload(self, name: str, cpu_load: float | None, wss_mib: int | None,
                            dirty_mib_s: float | None) -> VmEntry:
         e = self._get(name)
-        new = e.spec.with_workload(cpu_load, wss_mib, dirty_mib_s)   # validates the ranges
+        new = e.spec.with_workload(cpu_load, wss_mib, dirty_mib_s, self.limits)   # validates the ranges
         if e.state is not DomState.RUNNING:
             raise errors.FailedPrecondition(f"VM {name} is {e.state.value} ({e.reason}); cannot change its workload")
         try:
@@ -308,7 +355,8 @@ class NodeAgent:
             log.warning("VM %s vanished from libvirt", name)
             self.vms.pop(name)
             await self._drop_channel(name)
-        running = [n for n, e in self.vms.items() if e.state is DomState.RUNNING and not e.migrating_out]
+        running = [n for n, e in self.vms.items() if e.state is DomState.RUNNING and not e.migrating_out
+                   and self.cfg.poll_guests]
         results = await asyncio.gather(*(self.channel(n).status(timeout_s=2.0) for n in running),
                                        return_exceptions=True)
         for n, r in zip(running, results):
@@ -334,8 +382,18 @@ class NodeAgent:
                 self._cg_last = (now, ns)
             mb = self.cgroup.mem_usage_bytes()
             s.cgroup_mem_mib = (mb or 0) / 2**20
-        s.daemon_rss_mib = self._proc.memory_info().rss / 2**20
-        s.daemon_cpu = self._proc.cpu_percent(None) / 100.0
+        s.mem_used_mib = sum(e.rss_mib for e in self.vms.values())
+        if not s.attributes and self.cfg.attributes:
+            s.attributes.extend(wire.attributes_pb(self.cfg.attributes))
+        cpu_u, mem_u = self.used()
+        if self.vms or self.incoming:
+            p = utilisation_pct([cpu_u, mem_u], [self.cfg.cpu_cores, self.cfg.mem_mib])
+            s.asr_class = int(classify(p)) + 1       # policy codes start at IDLE=0; the wire's at 1
+        else:
+            s.asr_class = cpb.ASR_CLASS_IDLE
+        if self._proc is not None:
+            s.daemon_rss_mib = self._proc.memory_info().rss / 2**20
+            s.daemon_cpu = self._proc.cpu_percent(None) / 100.0
         s.accel = self.hv.accel
         s.sampled_unix_s = self.clock.now()
         s.qemu_version, s.libvirt_version = self.hv.versions()
@@ -348,6 +406,8 @@ class NodeAgent:
             try:
                 await self.sample()
                 self._expire_reservations()
+                for fn in self.sample_listeners:
+                    fn()
             except errors.CellbedError as e:
                 log.warning("sampling failed: %s", e)
             except Exception:
@@ -361,12 +421,16 @@ class NodeAgent:
                 del self.incoming[mid]
 
     # --- migration: source side -----------------------------------------------------------
-    async def migrate(self, name: str, dest: str, opts: MigrationOptions) -> pb.MigrationRecord:
+    async def migrate(self, name: str, dest: str, opts: MigrationOptions,
+                      prepared_mid: str = "") -> pb.MigrationRecord:
+        """Live-migrate *name* to *dest*. The destination admits it with PrepareIncoming, unless
+        *prepared_mid* names a reservation it already holds (SAN TaskMigrationProcessRequest)."""
         opts = opts.validate()
         e = self._get(name)
         if dest == self.cfg.host:
             raise errors.FailedPrecondition(f"VM {name} already runs on {dest}: choose another destination")
-        peer = self.peers.get(dest)
+        tmpl = self.cfg.migration_uri_template
+        address = self.peers.get(dest).address if "{address}" in tmpl else ""
         if e.migrating_out:
             raise errors.FailedPrecondition(f"VM {name} is already migrating ({e.migrating_out})")
         state, reason = await self.hv.domain_state(name)
@@ -376,45 +440,46 @@ class NodeAgent:
             before = await self.channel(name).status(timeout_s=3.0)
         except GuestChannelError as exc:
             raise errors.FailedPrecondition(f"guest {name} does not answer ({exc}); its migration could not be verified")
-        mid = uuid.uuid4().hex[:12]
+        mid = prepared_mid or uuid.uuid4().hex[:12]
         rec = pb.MigrationRecord(id=mid, vm=name, src=self.cfg.host, dst=dest, start_unix_s=self.clock.now(),
                                  options=_options_pb(opts), heartbeat_before=before.heartbeat,
                                  mem_mib=e.spec.mem_mib, wss_mib=e.spec.wss_mib,
                                  dirty_mib_s=-1 if math.isinf(e.spec.dirty_mib_s) else e.spec.dirty_mib_s)
-        async with NodeClient(peer.target, dest) as client:
-            try:
-                await client.call("PrepareIncoming", pb.PrepareIncomingRequest(
-                    spec=spec_pb(e.spec), src_host=self.cfg.host, migration_id=mid))
-            except errors.CellbedError as exc:
-                rec.outcome, rec.detail = pb.MIGRATION_OUTCOME_REFUSED, str(exc)
-                self._save_record(rec)
-                self.emit(pb.EVENT_KIND_MIGRATION_FINISHED, name, f"refused: {exc}", record=rec)
-                raise
-            e.migrating_out = mid
-            self.migrating[name] = mid
-            self.emit(pb.EVENT_KIND_MIGRATION_STARTED, name, f"{mid} -> {dest}")
-            migrated = False
-            t0 = self.clock.monotonic()
-            try:
-                stats = await self.hv.migrate(
-                    name, self.cfg.migration_uri_template.format(address=peer.address, host=dest), opts,
-                    lambda p: self._progress(mid, name, p))
-                migrated = True
-                _fill_stats(rec, stats)
-            except errors.CellbedError as exc:
-                aborted = isinstance(exc, errors.MigrationFailed) and exc.aborted
-                rec.outcome = pb.MIGRATION_OUTCOME_ABORTED if aborted else pb.MIGRATION_OUTCOME_FAILED
-                rec.detail = str(exc)
-                rec.wall_ms = (self.clock.monotonic() - t0) * 1000
-                rec.timeout_action = getattr(exc, "timeout_action", "")
-            finally:
-                self.migrating.pop(name, None)
-            try:
-                fin = await client.call("FinishIncoming", pb.FinishIncomingRequest(
-                    migration_id=mid, name=name, migrated=migrated, heartbeat_before=before.heartbeat,
-                    boot_id=before.boot_id), timeout=self.cfg.verify_timeout_s + 10)
-            except errors.CellbedError as exc:
-                fin = pb.FinishIncomingResponse(verified=False, detail=f"destination unreachable: {exc}")
+        try:
+            if not prepared_mid:
+                await self.transport.request(dest, "NodeAgent/PrepareIncoming", pb.PrepareIncomingRequest(
+                    spec=spec_pb(e.spec), src_host=self.cfg.host, migration_id=mid,
+                    cpu_used_cores=e.cpu_used_cores, mem_used_mib=e.rss_mib), timeout=10.0)
+        except errors.CellbedError as exc:
+            rec.outcome, rec.detail = pb.MIGRATION_OUTCOME_REFUSED, str(exc)
+            self._save_record(rec)
+            self.emit(pb.EVENT_KIND_MIGRATION_FINISHED, name, f"refused: {exc}", record=rec)
+            raise
+        e.migrating_out = mid
+        self.migrating[name] = mid
+        self.emit(pb.EVENT_KIND_MIGRATION_STARTED, name, f"{mid} -> {dest}")
+        migrated = False
+        t0 = self.clock.monotonic()
+        try:
+            stats = await self.hv.migrate(
+                name, tmpl.format(address=address, host=dest), opts,
+                lambda p: self._progress(mid, name, p))
+            migrated = True
+            _fill_stats(rec, stats)
+        except errors.CellbedError as exc:
+            aborted = isinstance(exc, errors.MigrationFailed) and exc.aborted
+            rec.outcome = pb.MIGRATION_OUTCOME_ABORTED if aborted else pb.MIGRATION_OUTCOME_FAILED
+            rec.detail = str(exc)
+            rec.wall_ms = (self.clock.monotonic() - t0) * 1000
+            rec.timeout_action = getattr(exc, "timeout_action", "")
+        finally:
+            self.migrating.pop(name, None)
+        try:
+            fin = await self.transport.request(dest, "NodeAgent/FinishIncoming", pb.FinishIncomingRequest(
+                migration_id=mid, name=name, migrated=migrated, heartbeat_before=before.heartbeat,
+                boot_id=before.boot_id), timeout=self.cfg.verify_timeout_s + 10)
+        except errors.CellbedError as exc:
+            fin = pb.FinishIncomingResponse(verified=False, detail=f"destination unreachable: {exc}")
         if migrated:
             self.vms.pop(name, None)
             await self._drop_channel(name)
@@ -459,8 +524,9 @@ class NodeAgent:
         await self.hv.abort_migration(name)
 
     # --- migration: target side ----------------------------------------------------------
-    async def prepare_incoming(self, spec: VmSpec, src: str, mid: str, force: bool) -> None:
-        spec.validate()
+    async def prepare_incoming(self, spec: VmSpec, src: str, mid: str, force: bool,
+                               cpu_used: float = 0.0, mem_used: float = 0.0) -> None:
+        spec.validate(self.limits)
         if not mid:
             raise errors.InvalidArgument("migration_id must be set")
         async with self._lock:
@@ -468,7 +534,9 @@ class NodeAgent:
                 raise errors.FailedPrecondition(f"VM {spec.name} already runs on {self.cfg.host}")
             self._admit(spec, force=force)
             ttl = self.cfg.migration_timeout_s * 2 + 120
-            self.incoming[mid] = Reservation(spec, src, self.clock.monotonic() + ttl)
+            if mid in self.incoming:
+                raise errors.AlreadyExists(f"migration {mid} already holds a reservation on {self.cfg.host}")
+            self.incoming[mid] = Reservation(spec, src, self.clock.monotonic() + ttl, cpu_used, mem_used)
 
     async def finish_incoming(self, mid: str, name: str, migrated: bool, hb_before: int,
                               boot_id: str) -> Verification:
@@ -484,7 +552,8 @@ class NodeAgent:
             self.incoming.pop(mid, None)
         try:  # adopt the VM if, and only if, its domain really is here (even when it failed checks)
             state, reason = await self.hv.domain_state(name)
-            self.vms[name] = VmEntry(spec=r.spec, state=state, reason=reason)
+            self.vms[name] = VmEntry(spec=r.spec, state=state, reason=reason, cpu_used_cores=r.cpu_used,
+                                     rss_mib=r.mem_used)
         except errors.NotFound:
             pass
         log.log(logging.INFO if v.verified else logging.ERROR, "incoming %s (%s from %s): %s",
@@ -525,7 +594,8 @@ class NodeAgent:
 def spec_pb(s: VmSpec) -> pb.VmSpec:
     inf = math.isinf(s.dirty_mib_s)
     return pb.VmSpec(name=s.name, mem_mib=s.mem_mib, vcpus=s.vcpus, production=s.production,
-                     priority=s.priority, req_cpu_cores=s.req_cpu_cores,
+                     priority=s.priority, req_cpu_cores=s.req_cpu_cores, user=s.user,
+                     constraints=wire.constraints_pb(s.constraints),
                      workload=pb.Workload(cpu_load=s.cpu_load, wss_mib=s.wss_mib,
                                           dirty_mib_s=0 if inf else s.dirty_mib_s, dirty_max=inf))
 
@@ -534,7 +604,8 @@ def spec_from_pb(p: pb.VmSpec) -> VmSpec:
     w = p.workload
     return VmSpec(name=p.name, mem_mib=p.mem_mib or 128, vcpus=p.vcpus or 1, cpu_load=w.cpu_load,
                   wss_mib=w.wss_mib, dirty_mib_s=math.inf if w.dirty_max else w.dirty_mib_s,
-                  production=p.production, priority=p.priority, req_cpu_cores=p.req_cpu_cores)
+                  production=p.production, priority=p.priority, req_cpu_cores=p.req_cpu_cores,
+                  constraints=wire.constraints_from_pb(p.constraints), user=p.user)
 
 
 def _options_pb(o: MigrationOptions) -> pb.MigrationOptions:

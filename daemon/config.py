@@ -33,6 +33,10 @@ class NodeConfig:
     mqtt_host: str = ""                      # "" = no telemetry
     mqtt_port: int = 1883
     cell: str = "cell"                       # topic prefix: cellbed/<cell>/...
+    admission: str = "requested"             # "requested": Σ requests ≤ capacity; "used": Σ use + request ≤ capacity
+    measure_daemon: bool = True              # sample the daemon's own RSS/CPU (off in model cells)
+    poll_guests: bool = True                 # ask every guest for its status at each sample
+    attributes: dict = dataclasses.field(default_factory=dict)  # machine properties for constraints
 
     def validate(self) -> "NodeConfig":
         if not self.host:
@@ -46,6 +50,11 @@ class NodeConfig:
         check_range("migration_timeout_s", self.migration_timeout_s, 0, 3600, "s")
         if self.accel not in ("tcg", "kvm"):
             raise InvalidArgument(f"accel={self.accel!r}: allowed tcg, kvm")
+        if self.admission not in ("requested", "used"):
+            raise InvalidArgument(f"admission={self.admission!r}: allowed requested, used")
+        for k, v in self.attributes.items():
+            if not isinstance(v, (str, int)) or isinstance(v, bool):
+                raise InvalidArgument(f"attributes.{k}={v!r}: allowed a string or an integer")
         return self
 
     @classmethod
@@ -58,7 +67,7 @@ class NodeConfig:
             raise InvalidArgument(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
         for f in dataclasses.fields(cls):
             if f.name in data:
-                want = {"str": str, "int": int, "float": (int, float), "bool": bool}[f.type]
+                want = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": dict}[f.type]
                 v = data[f.name]
                 if not isinstance(v, want) or (f.type in ("int", "float") and isinstance(v, bool)):
                     raise InvalidArgument(f"{path}: {f.name}={v!r} must be of type {f.type}")
@@ -71,7 +80,10 @@ def to_toml(cfg: NodeConfig) -> str:
     lines = []
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
-        if isinstance(v, bool):
+        if isinstance(v, dict):   # an inline table
+            items = ", ".join(f"{json.dumps(k)} = {json.dumps(x)}" for k, x in sorted(v.items()))
+            lines.append(f"{f.name} = {{{items}}}" if items else f"{f.name} = {{}}")
+        elif isinstance(v, bool):
             lines.append(f"{f.name} = {'true' if v else 'false'}")
         elif isinstance(v, (int, float)):
             lines.append(f"{f.name} = {v!r}")

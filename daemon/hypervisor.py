@@ -13,6 +13,7 @@ import re
 from typing import Awaitable, Callable, Protocol
 
 from cellbed.errors import InvalidArgument, check_range
+from cellbed.workload.events import Constraint, ConstraintOp
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 
@@ -26,6 +27,20 @@ BANDWIDTH_RANGE = (0, 100_000)
 DOWNTIME_MS_RANGE = (0, 60_000)
 PARALLEL_RANGE = (0, 16)
 TIMEOUT_S_RANGE = (0.0, 3600.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecLimits:
+    """What a backend can run: real guests have the ranges above; model tasks (GCD-sized,
+    from a few MiB to a large share of a machine) have wider ones."""
+
+    mem_mib: tuple[int, int] = MEM_MIB_RANGE
+    vcpus: tuple[int, int] = VCPUS_RANGE
+    guest_overhead_mib: int = 80     # guest memory the working set cannot use
+
+
+REAL_VM_LIMITS = SpecLimits()
+MODEL_LIMITS = SpecLimits(mem_mib=(1, 4 * 1024 * 1024), vcpus=(1, 1024), guest_overhead_mib=0)
 
 
 def max_wss_mib(mem_mib: int) -> int:
@@ -46,14 +61,16 @@ class VmSpec:
     priority: int = 0
     req_cpu_cores: float = 0.0     # requested CPU, cores; 0 -> vcpus * cpu_load
     created_unix_s: float = 0.0
+    constraints: tuple[Constraint, ...] = ()   # on host attributes, all must hold
+    user: str = ""                 # owner (Megha fair shares)
 
-    def validate(self) -> "VmSpec":
+    def validate(self, limits: SpecLimits = REAL_VM_LIMITS) -> "VmSpec":
         if not NAME_RE.fullmatch(self.name or ""):
             raise InvalidArgument(f"name={self.name!r} is invalid: allowed [a-z0-9][a-z0-9-]{{0,30}}")
-        check_range("mem_mib", self.mem_mib, *MEM_MIB_RANGE, "MiB")
-        check_range("vcpus", self.vcpus, *VCPUS_RANGE)
+        check_range("mem_mib", self.mem_mib, *limits.mem_mib, "MiB")
+        check_range("vcpus", self.vcpus, *limits.vcpus)
         check_range("cpu_load", self.cpu_load, *CPU_LOAD_RANGE)
-        check_range("wss_mib", self.wss_mib, 0, max_wss_mib(self.mem_mib), "MiB")
+        check_range("wss_mib", self.wss_mib, 0, max(0, self.mem_mib - limits.guest_overhead_mib), "MiB")
         if self.dirty_mib_s != math.inf:  # +inf = as fast as possible; -inf is out of range
             check_range("dirty_mib_s", self.dirty_mib_s, *DIRTY_MIB_S_RANGE, "MiB/s")
         check_range("priority", self.priority, *PRIORITY_RANGE)
@@ -65,14 +82,15 @@ class VmSpec:
         return self.req_cpu_cores if self.req_cpu_cores > 0 else self.vcpus * self.cpu_load
 
     def with_workload(self, cpu_load: float | None = None, wss_mib: int | None = None,
-                      dirty_mib_s: float | None = None) -> "VmSpec":
+                      dirty_mib_s: float | None = None, limits: SpecLimits = REAL_VM_LIMITS) -> "VmSpec":
         ch = {k: v for k, v in (("cpu_load", cpu_load), ("wss_mib", wss_mib), ("dirty_mib_s", dirty_mib_s))
               if v is not None}
-        return dataclasses.replace(self, **ch).validate()
+        return dataclasses.replace(self, **ch).validate(limits)
 
     def to_json(self) -> str:
         d = dataclasses.asdict(self)
         d["dirty_mib_s"] = "max" if math.isinf(self.dirty_mib_s) else self.dirty_mib_s
+        d["constraints"] = [[c.attribute, int(c.op), c.value] for c in self.constraints]
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -80,6 +98,7 @@ class VmSpec:
         d = json.loads(s)
         if d.get("dirty_mib_s") == "max":
             d["dirty_mib_s"] = math.inf
+        d["constraints"] = tuple(Constraint(a, ConstraintOp(o), v) for a, o, v in d.get("constraints", ()))
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in fields})
 

@@ -1,3 +1,4 @@
+from cellbed.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -91,7 +92,7 @@ class Workload(_message.Message):
     def __init__(self, cpu_load: _Optional[float] = ..., wss_mib: _Optional[int] = ..., dirty_mib_s: _Optional[float] = ..., dirty_max: _Optional[bool] = ...) -> None: ...
 
 class VmSpec(_message.Message):
-    __slots__ = ("name", "mem_mib", "vcpus", "workload", "production", "priority", "req_cpu_cores")
+    __slots__ = ("name", "mem_mib", "vcpus", "workload", "production", "priority", "req_cpu_cores", "constraints", "user")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MEM_MIB_FIELD_NUMBER: _ClassVar[int]
     VCPUS_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +100,8 @@ class VmSpec(_message.Message):
     PRODUCTION_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     REQ_CPU_CORES_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     name: str
     mem_mib: int
     vcpus: int
@@ -106,7 +109,9 @@ class VmSpec(_message.Message):
     production: bool
     priority: int
     req_cpu_cores: float
-    def __init__(self, name: _Optional[str] = ..., mem_mib: _Optional[int] = ..., vcpus: _Optional[int] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., production: _Optional[bool] = ..., priority: _Optional[int] = ..., req_cpu_cores: _Optional[float] = ...) -> None: ...
+    constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
+    user: str
+    def __init__(self, name: _Optional[str] = ..., mem_mib: _Optional[int] = ..., vcpus: _Optional[int] = ..., workload: _Optional[_Union[Workload, _Mapping]] = ..., production: _Optional[bool] = ..., priority: _Optional[int] = ..., req_cpu_cores: _Optional[float] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., user: _Optional[str] = ...) -> None: ...
 
 class VmInfo(_message.Message):
     __slots__ = ("spec", "state", "state_reason", "host", "cpu_used_cores", "rss_mib", "dirty_rate_mib_s", "heartbeat", "boot_id", "guest_cpu_actual", "guest_dirty_mib_s", "created_unix_s", "boot_to_workload_s")
@@ -151,7 +156,7 @@ class HostCapacity(_message.Message):
     def __init__(self, cpu_cores: _Optional[float] = ..., mem_mib: _Optional[int] = ..., cpu_norm: _Optional[float] = ..., mem_norm: _Optional[float] = ...) -> None: ...
 
 class HostState(_message.Message):
-    __slots__ = ("host", "address", "capacity", "cpu_used_cores", "mem_alloc_mib", "cpu_req_cores", "vm_count", "migrations_out", "migrations_in", "cgroup_cpu_cores", "cgroup_mem_mib", "daemon_rss_mib", "daemon_cpu", "accel", "sampled_unix_s", "qemu_version", "libvirt_version")
+    __slots__ = ("host", "address", "capacity", "cpu_used_cores", "mem_alloc_mib", "cpu_req_cores", "vm_count", "migrations_out", "migrations_in", "cgroup_cpu_cores", "cgroup_mem_mib", "daemon_rss_mib", "daemon_cpu", "accel", "sampled_unix_s", "qemu_version", "libvirt_version", "mem_used_mib", "attributes", "asr_class")
     HOST_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +174,9 @@ class HostState(_message.Message):
     SAMPLED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     QEMU_VERSION_FIELD_NUMBER: _ClassVar[int]
     LIBVIRT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MEM_USED_MIB_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    ASR_CLASS_FIELD_NUMBER: _ClassVar[int]
     host: str
     address: str
     capacity: HostCapacity
@@ -186,7 +194,10 @@ class HostState(_message.Message):
     sampled_unix_s: float
     qemu_version: str
     libvirt_version: str
-    def __init__(self, host: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[HostCapacity, _Mapping]] = ..., cpu_used_cores: _Optional[float] = ..., mem_alloc_mib: _Optional[int] = ..., cpu_req_cores: _Optional[float] = ..., vm_count: _Optional[int] = ..., migrations_out: _Optional[int] = ..., migrations_in: _Optional[int] = ..., cgroup_cpu_cores: _Optional[float] = ..., cgroup_mem_mib: _Optional[float] = ..., daemon_rss_mib: _Optional[float] = ..., daemon_cpu: _Optional[float] = ..., accel: _Optional[str] = ..., sampled_unix_s: _Optional[float] = ..., qemu_version: _Optional[str] = ..., libvirt_version: _Optional[str] = ...) -> None: ...
+    mem_used_mib: float
+    attributes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Attribute]
+    asr_class: _common_pb2.AsrClass
+    def __init__(self, host: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[HostCapacity, _Mapping]] = ..., cpu_used_cores: _Optional[float] = ..., mem_alloc_mib: _Optional[int] = ..., cpu_req_cores: _Optional[float] = ..., vm_count: _Optional[int] = ..., migrations_out: _Optional[int] = ..., migrations_in: _Optional[int] = ..., cgroup_cpu_cores: _Optional[float] = ..., cgroup_mem_mib: _Optional[float] = ..., daemon_rss_mib: _Optional[float] = ..., daemon_cpu: _Optional[float] = ..., accel: _Optional[str] = ..., sampled_unix_s: _Optional[float] = ..., qemu_version: _Optional[str] = ..., libvirt_version: _Optional[str] = ..., mem_used_mib: _Optional[float] = ..., attributes: _Optional[_Iterable[_Union[_common_pb2.Attribute, _Mapping]]] = ..., asr_class: _Optional[_Union[_common_pb2.AsrClass, str]] = ...) -> None: ...
 
 class StartVmRequest(_message.Message):
     __slots__ = ("spec",)
@@ -347,16 +358,20 @@ class AbortMigrationResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class PrepareIncomingRequest(_message.Message):
-    __slots__ = ("spec", "src_host", "migration_id", "force")
+    __slots__ = ("spec", "src_host", "migration_id", "force", "cpu_used_cores", "mem_used_mib")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     SRC_HOST_FIELD_NUMBER: _ClassVar[int]
     MIGRATION_ID_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_CORES_FIELD_NUMBER: _ClassVar[int]
+    MEM_USED_MIB_FIELD_NUMBER: _ClassVar[int]
     spec: VmSpec
     src_host: str
     migration_id: str
     force: bool
-    def __init__(self, spec: _Optional[_Union[VmSpec, _Mapping]] = ..., src_host: _Optional[str] = ..., migration_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+    cpu_used_cores: float
+    mem_used_mib: float
+    def __init__(self, spec: _Optional[_Union[VmSpec, _Mapping]] = ..., src_host: _Optional[str] = ..., migration_id: _Optional[str] = ..., force: _Optional[bool] = ..., cpu_used_cores: _Optional[float] = ..., mem_used_mib: _Optional[float] = ...) -> None: ...
 
 class PrepareIncomingResponse(_message.Message):
     __slots__ = ("state",)

@@ -17,6 +17,7 @@ FULL = NodeConfig(
     state_dir="/var/lib/cellbed/cells/c1/h2/node", peers_file="/var/lib/cellbed/cells/c1/peers.json",
     cgroup="cellbed/c1/h2", monitor_period_s=2.5, boot_timeout_s=60.0, verify_timeout_s=15.0,
     migration_timeout_s=0.0, measure_dirty_rate=False, mqtt_host="10.231.0.1", mqtt_port=1884, cell="c1",
+    admission="used", measure_daemon=False, poll_guests=False, attributes={"attr03": 1, "rack": "r7"},
 )
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import pathlib
 import re
@@ -13,6 +14,7 @@ from cellbed.v1 import node_pb2
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROTO_FILE = ROOT / "proto" / "cellbed" / "v1" / "node.proto"
+PROTO_FILES = sorted((ROOT / "proto" / "cellbed" / "v1").glob("*.proto"))
 COMMITTED = ROOT / "cellbed" / "v1"
 
 
@@ -26,8 +28,8 @@ def load_genproto():
 def test_stubs_are_fresh(tmp_path):
     generated = load_genproto().generate(tmp_path)
     names = sorted(p.name for p in generated)
-    # one .proto today: its message module, its type stub and its gRPC module
-    assert names == ["node_pb2.py", "node_pb2.pyi", "node_pb2_grpc.py"]
+    # per .proto: its message module, its type stub and its gRPC module
+    assert names == sorted(f"{f.stem}{sfx}" for f in PROTO_FILES for sfx in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"))
     committed = sorted(p.name for p in COMMITTED.glob("*_pb2*.py*"))
     assert committed == names, "a generated file is missing from (or extra in) cellbed/v1/"
     stale = [p.name for p in generated if p.read_bytes() != (COMMITTED / p.name).read_bytes()]
@@ -43,9 +45,12 @@ def test_freshness_check_notices_a_proto_change(tmp_path):
     text = PROTO_FILE.read_text().replace("message StopVmResponse {}",
                                           "message StopVmResponse {\n  // New.\n  bool gone = 1;\n}")
     assert "bool gone = 1;" in text
+    for f in PROTO_FILES:
+        (src / f.name).write_text(f.read_text())
     (src / "node.proto").write_text(text)
     gp.PROTO = tmp_path / "proto"
     out = gp.generate(tmp_path / "out")
+    assert (out[0].parent / "masb_pb2.py").read_bytes() == (COMMITTED / "masb_pb2.py").read_bytes()
     assert (out[0].parent / "node_pb2.py").read_bytes() != (COMMITTED / "node_pb2.py").read_bytes()
 
 
@@ -82,20 +87,25 @@ def proto_items(text: str) -> dict[str, bool]:
             elif kind == "service" and (r := RPC.match(code)):
                 out[f"rpc {owner}.{r.group(1)}"] = documented
         prev = line
-    assert not stack, f"unbalanced braces in {PROTO_FILE}"
+    assert not stack, "unbalanced braces"
     return out
 
 
-ITEMS = proto_items(PROTO_FILE.read_text())
+ITEMS = {f"{f.name}: {k}": v for f in PROTO_FILES for k, v in proto_items(f.read_text()).items()}
 
 
-def test_parser_sees_every_rpc_and_field():
+@pytest.mark.parametrize("proto", PROTO_FILES, ids=lambda p: p.name)
+def test_parser_sees_every_rpc_and_field(proto):
     """The comment check below is only as good as the parser: it must find exactly what protoc found."""
-    fd = node_pb2.DESCRIPTOR
+    mod = importlib.import_module(f"cellbed.v1.{proto.stem}_pb2")
+    fd = mod.DESCRIPTOR
     want = {f"rpc {s.name}.{m.name}" for s in fd.services_by_name.values() for m in s.methods}
     want |= {f"field {msg.name}.{f.name}" for msg in fd.message_types_by_name.values() for f in msg.fields}
-    assert set(ITEMS) == want
-    assert sum(k.startswith("rpc ") for k in ITEMS) == 12
+    assert set(proto_items(proto.read_text())) == want
+
+
+def test_node_proto_has_its_twelve_rpcs():
+    assert sum(k.startswith("node.proto: rpc ") for k in ITEMS) == 12
 
 
 def test_parser_rules():
@@ -136,7 +146,7 @@ def _param(item: str):
 
 @pytest.mark.parametrize("item", [_param(i) for i in ITEMS])
 def test_proto_item_is_documented(item):
-    assert ITEMS[item], f"{PROTO_FILE.relative_to(ROOT)}: {item} needs a comment above it or on its line"
+    assert ITEMS[item], f"proto/cellbed/v1/{item} needs a comment above it or on its line"
 
 
 def test_known_undocumented_items_exist():

@@ -1,0 +1,201 @@
+"""The Broker Agent (DESIGN §7): a node cache fed by NA reports, BA↔BA sync, candidates for
+SAN step 2, and initial allocation. Transport, clock and RNG are injected, so the same
+agent runs in cellbed-broker (gRPC + MQTT, wall clock) and in a model cell (in-process,
+virtual time)."""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+
+import numpy as np
+
+from cellbed import errors, wire
+from cellbed.masb.decisions import DecisionLog
+from cellbed.rpc import handles_errors
+from cellbed.v1 import masb_pb2 as mpb, masb_pb2_grpc as mpbg, node_pb2 as pb
+from cellbed.broker.cache import NodeCache
+from cellbed.broker.select import BrokerParams, candidates, initial
+
+log = logging.getLogger(__name__)
+
+
+def report_topic(cell: str, host: str = "+") -> str:
+    return f"cellbed/{cell}/masb/report/{host}"
+
+
+def task_vectors(t: mpb.TaskInfo) -> tuple[np.ndarray, np.ndarray]:
+    used = np.array([t.used.cpu_cores, t.used.mem_mib], dtype=float)
+    req = np.array([t.requested.cpu_cores, t.requested.mem_mib], dtype=float)
+    for name, v in (("task.used", used), ("task.requested", req)):
+        if not np.all(np.isfinite(v)) or np.any(v < 0):
+            raise errors.InvalidArgument(f"{name}=({v[0]}, {v[1]}) is out of range: allowed ≥ 0 cores and ≥ 0 MiB")
+    return used, req
+
+
+class BrokerAgent:
+    def __init__(self, name: str, transport, clock, seed: int = 0, params: BrokerParams = BrokerParams(),
+                 peers: list[str] | None = None, cell: str = "cell", sync_period_s: float = 30.0,
+                 decisions: DecisionLog | None = None) -> None:
+        self.name = name
+        self.transport = transport
+        self.clock = clock
+        self.params = params
+        self.peers = [p for p in (peers or []) if p != name]
+        self.cell = cell
+        self.sync_period_s = sync_period_s
+        self.cache = NodeCache(params.node_expiry_s)
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, *name.encode()]))
+        self.counters: collections.Counter = collections.Counter()
+        self.decisions = decisions or DecisionLog(clock=clock, who=name)
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self, subscribe: bool = True) -> None:
+        if subscribe:
+            self.transport.subscribe(report_topic(self.cell), self.on_report, mpb.NodeReport)
+        self._tasks.append(asyncio.create_task(self._housekeeping(), name=f"{self.name}-housekeeping"))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.decisions.close()
+
+    # --- cache --------------------------------------------------------------------------
+    def on_report(self, topic: str, r: mpb.NodeReport) -> None:
+        self.counters["reports"] += 1
+        if self.cache.update(r):
+            self.counters["reports_stored"] += 1
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await self.clock.sleep(self.sync_period_s)
+            gone = self.cache.expire(self.clock.now())
+            if gone:
+                self.counters["expired"] += len(gone)
+                log.info("%s: %d node(s) expired: %s", self.name, len(gone), ", ".join(gone[:10]))
+            if self.peers:
+                peer = self.peers[int(self.rng.integers(len(self.peers)))]
+                try:
+                    await self.sync_with(peer)
+                except errors.CellbedError as e:
+                    self.counters["sync_failed"] += 1
+                    log.debug("%s: sync with %s failed: %s", self.name, peer, e)
+
+    async def sync_with(self, peer: str) -> int:
+        """Pairwise sync: send ours, store what the peer has newer. Returns entries taken."""
+        reply = await self.transport.request(peer, "BrokerAgent/SyncCache", mpb.SyncCacheRequest(
+            broker=self.name, entries=self.cache.entries()), timeout=10.0)
+        taken = sum(self.cache.update(r) for r in reply.entries)
+        self.counters["syncs"] += 1
+        self.counters["sync_entries_taken"] += taken
+        return taken
+
+    # --- SAN step 2 ----------------------------------------------------------------------
+    def get_candidates(self, req: mpb.GetCandidateNodesRequest) -> mpb.GetCandidateNodesResponse:
+        if not req.task.name:
+            raise errors.InvalidArgument("task.name must be set")
+        used, _ = task_vectors(req.task)
+        cons = wire.constraints_from_pb(req.task.constraints)
+        now = self.clock.now()
+        pool = self.cache.fresh(now)
+        src = self.cache.index.get(req.src_host)
+        if src is not None:
+            pool = pool[pool != src]
+        pool = self.rng.permutation(pool)
+        match = self.cache.match(pool, cons)
+        res = candidates(pool, match, self.cache.cap, self.cache.used, used, self.rng, self.params)
+        self.counters["candidate_requests"] += 1
+        self.counters["candidates_returned"] += len(res.picks)
+        self.counters["forced_returned"] += sum(p.forced for p in res.picks)
+        if not res.picks:
+            self.counters["candidate_requests_empty"] += 1
+        out = mpb.GetCandidateNodesResponse(scanned=res.scanned, matched=int(match.sum()), broker=self.name)
+        for p in res.picks:
+            r = self.cache.reports[p.index]
+            avail = self.cache.cap[p.index] - self.cache.used[p.index]
+            out.recommendations.add(host=self.cache.hosts[p.index], fitness=p.score,
+                                    timestamp_unix_s=float(self.cache.ts[p.index]),
+                                    available=wire.resources(float(avail[0]), float(avail[1])),
+                                    force_migration=p.forced)
+            del r
+        self.decisions.maybe("scoring", lambda: {
+            "san_id": req.san_id, "task": req.task.name, "task_used": used, "scanned": res.scanned,
+            "scores": res.scores[:200], "picked": [(self.cache.hosts[p.index], p.score, p.forced) for p in res.picks]})
+        return out
+
+    # --- initial allocation ---------------------------------------------------------------
+    async def allocate(self, req: mpb.AllocateTaskRequest) -> mpb.AllocateTaskResponse:
+        if not req.task.name:
+            raise errors.InvalidArgument("task.name must be set")
+        if req.launch and req.spec.name != req.task.name:
+            raise errors.InvalidArgument(f"spec.name={req.spec.name!r} must equal task.name={req.task.name!r}")
+        used, reqv = task_vectors(req.task)
+        cons = wire.constraints_from_pb(req.task.constraints)
+        pool = self.rng.permutation(self.cache.fresh(self.clock.now()))
+        match = self.cache.match(pool, cons)
+        ranked, scanned, _ = initial(pool, match, self.cache.cap, self.cache.req, self.cache.used, reqv, self.params)
+        self.counters["allocations"] += 1
+        if not ranked:
+            self.counters["allocations_no_room"] += 1
+            raise errors.FailedPrecondition(
+                f"{self.name}: no node for task {req.task.name} ({reqv[0]:.3f} cores, {reqv[1]:.0f} MiB, "
+                f"{len(cons)} constraint(s)): {int(match.sum())} of {len(pool)} fresh nodes match, none has room")
+        refused = 0
+        for pick in ranked[:3]:
+            host = self.cache.hosts[pick.index]
+            if req.launch:
+                try:
+                    await self.transport.request(host, "NodeAgent/StartVm", pb.StartVmRequest(spec=req.spec),
+                                                 timeout=150.0)
+                except (errors.FailedPrecondition, errors.Unavailable) as e:
+                    refused += 1
+                    self.counters["allocation_refusals"] += 1
+                    log.debug("%s: %s refused %s: %s", self.name, host, req.task.name, e)
+                    continue
+            self.cache.add_load(host, tuple(used if used.any() else reqv), tuple(reqv))
+            return mpb.AllocateTaskResponse(host=host, score=pick.score, scanned=scanned, refused=refused,
+                                            broker=self.name)
+        self.counters["allocations_failed"] += 1
+        raise errors.FailedPrecondition(f"{self.name}: task {req.task.name}: the {refused} best node(s) refused it")
+
+
+class BrokerServicer(mpbg.BrokerAgentServicer):
+    """Thin: translate, delegate."""
+
+    def __init__(self, agent: BrokerAgent) -> None:
+        self.agent = agent
+
+    @handles_errors
+    async def ReportNodeState(self, request, context):
+        if not request.report.host:
+            raise errors.InvalidArgument("report.host must be set")
+        self.agent.on_report("grpc", request.report)
+        return mpb.ReportNodeStateResponse(cache_size=len(self.agent.cache))
+
+    @handles_errors
+    async def GetCandidateNodes(self, request, context):
+        return self.agent.get_candidates(request)
+
+    @handles_errors
+    async def AllocateTask(self, request, context):
+        return await self.agent.allocate(request)
+
+    @handles_errors
+    async def SyncCache(self, request, context):
+        a = self.agent
+        theirs = {r.host: r.sampled_unix_s for r in request.entries}
+        accepted = sum(a.cache.update(r) for r in request.entries)
+        newer = [r for r in a.cache.entries() if r.sampled_unix_s > theirs.get(r.host, -1.0)]
+        a.counters["sync_served"] += 1
+        return mpb.SyncCacheResponse(entries=newer, accepted=accepted)
+
+    @handles_errors
+    async def ListCache(self, request, context):
+        a = self.agent
+        now = a.clock.now()
+        a.cache.expire(now)
+        return mpb.ListCacheResponse(
+            broker=a.name, node_expiry_s=a.params.node_expiry_s, counters=dict(a.counters),
+            entries=[mpb.CacheEntry(report=r, age_s=now - r.sampled_unix_s)
+                     for r in sorted(a.cache.entries(), key=lambda r: r.host)])

@@ -1,0 +1,88 @@
+"""The Broker Agent's choices, pure: candidates for SAN step 2 and initial allocation
+(DESIGN §7). Inputs are cache columns; the RNG is a seeded numpy Generator."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from cellbed.policy import SCORES
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerParams:
+    candidate_count: int = 15
+    realloc_scan_limit: int = 2000
+    initial_scan_limit: int = 200
+    node_expiry_s: float = 300.0
+    realloc_score: str = "sras"
+    initial_score: str = "sias"
+    max_util: float = 0.9
+
+
+@dataclasses.dataclass(frozen=True)
+class Pick:
+    index: int
+    score: float
+    forced: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateResult:
+    picks: tuple[Pick, ...]
+    scanned: int
+    matched: int
+    scores: np.ndarray            # of the scanned+matched pool (decision logs)
+
+
+def _scores(name: str, load: np.ndarray, cap: np.ndarray, task: np.ndarray) -> np.ndarray:
+    s = SCORES[name](load, cap, task)
+    return np.nan_to_num(np.asarray(s, dtype=float).reshape(-1))
+
+
+def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.ndarray, task_used: np.ndarray,
+               rng: np.random.Generator, p: BrokerParams) -> CandidateResult:
+    """*pool*: fresh cache indices (source excluded), already shuffled; *match*: constraint mask
+    over pool. Score at most realloc_scan_limit matching nodes with the reallocation score
+    as if the task were there; sample candidate_count by score-weighted random sampling
+    without replacement. If no node scores above 0 (nothing has room), return forced
+    candidates: matching nodes whose total capacity fits the task."""
+    m = pool[match][: p.realloc_scan_limit]
+    if len(m) == 0:
+        return CandidateResult((), min(len(pool), p.realloc_scan_limit), 0, np.zeros(0))
+    sc = _scores(p.realloc_score, used[m], cap[m], task_used)
+    pos = np.flatnonzero(sc > 0)
+    k = min(p.candidate_count, len(pos))
+    if k:
+        w = sc[pos] / sc[pos].sum()
+        chosen = rng.choice(pos, size=k, replace=False, p=w)
+        picks = tuple(Pick(int(m[j]), float(sc[j]), False) for j in chosen)
+        return CandidateResult(picks, len(m), len(m), sc)
+    fits = np.flatnonzero(np.all(cap[m] >= task_used, axis=1))
+    k = min(p.candidate_count, len(fits))
+    chosen = rng.choice(fits, size=k, replace=False) if k else []
+    return CandidateResult(tuple(Pick(int(m[j]), 0.0, True) for j in chosen), len(m), len(m), sc)
+
+
+def initial(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, req: np.ndarray, used: np.ndarray,
+            task_req: np.ndarray, p: BrokerParams) -> tuple[list[Pick], int, np.ndarray]:
+    """Initial allocation: score at most initial_scan_limit matching nodes with the initial
+    score over *requested* resources; best first. Nodes scoring 0 (requests above 90%, as
+    they are in an overcommitted cell) follow, lowest resulting *use* share first, among
+    those whose use leaves room: our fallback, since the paper's Borg-like cell
+    overcommits requests and it says nothing of this case. Returns (ranked picks, scanned,
+    scores)."""
+    m = pool[match][: p.initial_scan_limit]
+    if len(m) == 0:
+        return [], 0, np.zeros(0)
+    sc = _scores(p.initial_score, req[m], cap[m], task_req)
+    order = np.argsort(-sc, kind="stable")
+    ranked = [Pick(int(m[j]), float(sc[j]), False) for j in order if sc[j] > 0]
+    zero = np.flatnonzero(sc <= 0)
+    if len(zero):
+        after = (used[m[zero]] + task_req) / cap[m[zero]]
+        worst = after.max(axis=1)
+        ok = worst <= 1.0
+        for j in zero[ok][np.argsort(worst[ok], kind="stable")]:
+            ranked.append(Pick(int(m[j]), 0.0, False))
+    return ranked, len(m), sc

@@ -1,0 +1,1 @@
+"""Model cells: hosts without VMs, in virtual time, running the unchanged agents (DESIGN §6, §11)."""

@@ -1,0 +1,237 @@
+"""The model hypervisor backend: the node agent's Hypervisor interface with no VMs.
+
+A task's usage is what its (simulated) guest was last told through SetWorkload, exactly as a
+real guest's workload program is: CPU = vcpus × cpu_load cores, memory = the working set
+(or all of its memory when no working set is set). CPU time accumulates in virtual time,
+so the agent's cpu-time-delta measurement works unchanged. Migration takes the time and
+moves the bytes of the pre-copy cost model (DESIGN §11), then hands the task to the
+destination's backend through the shared :class:`ModelFabric`.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import random
+
+from cellbed import errors
+from cellbed.daemon.guest_channel import FaultReport, GuestStatus, IntegrityReport
+from cellbed.daemon.hypervisor import (MODEL_LIMITS, DomainSample, DomState, MigrationOptions, MigrationStats,
+                                       VmSpec)
+from cellbed.model.cost import MIB, PrecopyParams, precopy
+
+
+@dataclasses.dataclass
+class ModelTask:
+    spec: VmSpec
+    boot_id: str
+    started: float                 # virtual monotonic time of boot
+    cpu_cores: float = 0.0         # current use
+    mem_mib: float = 0.0
+    cpu_time_ns: float = 0.0
+    last_t: float = 0.0
+    state: DomState = DomState.RUNNING
+    reason: str = "booted"
+    incoming: bool = False         # arrived by migration, not yet adopted by the destination agent
+    generation: int = 0
+
+    def usage_from_spec(self) -> None:
+        s = self.spec
+        self.cpu_cores = s.vcpus * s.cpu_load
+        self.mem_mib = float(s.wss_mib) if s.wss_mib > 0 else float(s.mem_mib)
+
+    def advance(self, now: float) -> None:
+        if self.state is DomState.RUNNING and now > self.last_t:
+            self.cpu_time_ns += self.cpu_cores * (now - self.last_t) * 1e9
+        self.last_t = now
+
+
+class ModelFabric:
+    """What the backends of one model cell share: where every task is, the cost model and
+    failure injection (a seeded share of migrations fails mid-way)."""
+
+    def __init__(self, clock, cost: PrecopyParams = PrecopyParams(), migration_failure_prob: float = 0.0,
+                 seed: int = 0) -> None:
+        self.clock = clock
+        self.cost = cost
+        self.migration_failure_prob = migration_failure_prob
+        self.rng = random.Random(seed)
+        self.backends: dict[str, "ModelHypervisor"] = {}
+        self.migrations = 0
+        self.bytes_moved = 0
+
+    def backend(self, host: str) -> "ModelHypervisor":
+        hv = self.backends.get(host)
+        if hv is None:
+            hv = self.backends[host] = ModelHypervisor(host, self)
+        return hv
+
+    def where(self, name: str) -> list[str]:
+        """Hosts holding a task called *name* (tests: never more than one)."""
+        return [h for h, b in self.backends.items() if name in b.tasks]
+
+
+class ModelGuest:
+    """The guest control channel of a model task (same methods as GuestChannel)."""
+
+    def __init__(self, hv: "ModelHypervisor", name: str) -> None:
+        self.hv, self.name = hv, name
+
+    def _task(self) -> ModelTask:
+        t = self.hv.tasks.get(self.name)
+        if t is None or t.state is not DomState.RUNNING:
+            from cellbed.daemon.guest_channel import GuestTimeout
+            raise GuestTimeout(f"model guest {self.name} is not running on {self.hv.host}")
+        return t
+
+    async def status(self, *, timeout_s: float | None = None) -> GuestStatus:
+        t = self._task()
+        now = self.hv.clock.monotonic()
+        s = t.spec
+        return GuestStatus(boot_id=t.boot_id, heartbeat=int((now - t.started) * 10) + 1,
+                           uptime_ms=int((now - t.started) * 1000), cpu_target=s.cpu_load, cpu_actual=s.cpu_load,
+                           wss_mib=s.wss_mib, dirty_target_mib_s=s.dirty_mib_s,
+                           dirty_actual_mib_s=s.dirty_mib_s, generation=t.generation,
+                           mem_total_kib=s.mem_mib * 1024, mem_avail_kib=int((s.mem_mib - t.mem_mib) * 1024))
+
+    async def set_workload(self, *, cpu: float | None = None, wss_mib: int | None = None,
+                           dirty_mib_s: float | None = None, timeout_s: float | None = None) -> GuestStatus:
+        t = self._task()
+        t.advance(self.hv.clock.monotonic())
+        ch = {k: v for k, v in (("cpu_load", cpu), ("wss_mib", wss_mib), ("dirty_mib_s", dirty_mib_s))
+              if v is not None}
+        t.spec = dataclasses.replace(t.spec, **ch)
+        t.usage_from_spec()
+        return await self.status()
+
+    async def check(self, *, timeout_s: float | None = None) -> IntegrityReport:
+        t = self._task()
+        pages = int(t.spec.wss_mib * 256)
+        return IntegrityReport(pages=pages, bad=0, first_bad=None)
+
+    async def fault(self, kind: str, *, timeout_s: float | None = None) -> FaultReport:
+        t = self._task()
+        if kind == "panic":
+            t.state, t.reason = DomState.CRASHED, "panicked"
+        return FaultReport(kind=kind, page=None)
+
+    async def close(self) -> None:
+        return None
+
+
+class ModelHypervisor:
+    accel = "model"
+    limits = MODEL_LIMITS
+
+    def __init__(self, host: str, fabric: ModelFabric) -> None:
+        self.host = host
+        self.fabric = fabric
+        self.clock = fabric.clock
+        self.tasks: dict[str, ModelTask] = {}
+        self._migrations: dict[str, asyncio.Task] = {}
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def versions(self) -> tuple[str, str]:
+        return ("model", "model")
+
+    def channel_path(self, name: str) -> str:
+        return f"model://{self.host}/{name}"
+
+    def guest_channel(self, name: str) -> ModelGuest:
+        return ModelGuest(self, name)
+
+    async def list(self) -> list[DomainSample]:
+        now = self.clock.monotonic()
+        out = []
+        for name, t in self.tasks.items():
+            t.advance(now)
+            out.append(DomainSample(name=name, state=t.state, reason=t.reason, spec=t.spec,
+                                    cpu_time_ns=int(t.cpu_time_ns), rss_bytes=int(t.mem_mib * MIB),
+                                    dirty_rate_mib_s=0.0 if math.isinf(t.spec.dirty_mib_s) else t.spec.dirty_mib_s,
+                                    incoming=t.incoming))
+        return out
+
+    def _get(self, name: str) -> ModelTask:
+        t = self.tasks.get(name)
+        if t is None:
+            raise errors.NotFound(f"model task {name!r} is not on {self.host}")
+        return t
+
+    async def start(self, spec: VmSpec) -> None:
+        if name_taken := self.fabric.where(spec.name):
+            raise errors.AlreadyExists(f"model task {spec.name!r} already exists on {', '.join(name_taken)}")
+        now = self.clock.monotonic()
+        t = ModelTask(spec=spec, boot_id=f"{self.fabric.rng.getrandbits(64):016x}", started=now, last_t=now)
+        t.usage_from_spec()
+        self.tasks[spec.name] = t
+
+    async def stop(self, name: str) -> None:
+        self._get(name)
+        if name in self._migrations:
+            raise errors.FailedPrecondition(f"model task {name} is migrating; abort it first")
+        del self.tasks[name]
+
+    async def domain_state(self, name: str) -> tuple[DomState, str]:
+        t = self._get(name)
+        return t.state, t.reason
+
+    async def update_spec(self, spec: VmSpec) -> None:
+        t = self._get(spec.name)
+        t.advance(self.clock.monotonic())
+        t.spec = spec
+        t.usage_from_spec()
+
+    def set_usage(self, name: str, cpu_cores: float, mem_mib: float) -> None:
+        """Drive a task's usage directly (model workload replay); SetWorkload is the agent's path."""
+        t = self._get(name)
+        t.advance(self.clock.monotonic())
+        t.cpu_cores, t.mem_mib = cpu_cores, mem_mib
+
+    async def migrate(self, name: str, dest_uri: str, opts: MigrationOptions, on_progress=None) -> MigrationStats:
+        t = self._get(name)
+        dest = dest_uri.rsplit("/", 1)[-1]
+        if dest not in self.fabric.backends or dest == self.host:
+            raise errors.MigrationFailed(f"model migration of {name}: no model host {dest!r}")
+        p = self.fabric.cost
+        if opts.bandwidth_mib_s or opts.max_downtime_ms:
+            p = dataclasses.replace(p, bandwidth_mib_s=opts.bandwidth_mib_s or p.bandwidth_mib_s,
+                                    max_downtime_ms=opts.max_downtime_ms or p.max_downtime_ms)
+        dirty = t.spec.dirty_mib_s
+        cost = precopy(t.spec.mem_mib, t.spec.wss_mib, math.inf if math.isinf(dirty) else dirty, p)
+        fail = self.fabric.rng.random() < self.fabric.migration_failure_prob
+        job = asyncio.ensure_future(self.clock.sleep(cost.total_ms / 1000.0 * (0.5 if fail else 1.0)))
+        self._migrations[name] = job
+        try:
+            await job
+        except asyncio.CancelledError:
+            if job.cancelled() and not asyncio.current_task().cancelling():
+                raise errors.MigrationFailed(f"model migration of {name} aborted", aborted=True) from None
+            raise
+        finally:
+            self._migrations.pop(name, None)
+        if fail:
+            raise errors.MigrationFailed(f"model migration of {name} to {dest} failed (injected)")
+        target = self.fabric.backends.get(dest)
+        if target is None:
+            raise errors.MigrationFailed(f"model host {dest} vanished during the migration of {name}")
+        del self.tasks[name]
+        t.advance(self.clock.monotonic())
+        target.tasks[name] = t
+        self.fabric.migrations += 1
+        self.fabric.bytes_moved += cost.bytes
+        return MigrationStats(time_elapsed_ms=cost.total_ms, downtime_ms=cost.downtime_ms,
+                              setup_time_ms=p.setup_ms, data_total_bytes=cost.bytes,
+                              memory_processed_bytes=cost.bytes, memory_iteration=cost.rounds,
+                              memory_dirty_rate=int(0 if math.isinf(dirty) else dirty * MIB),
+                              memory_bps=int(p.bandwidth_mib_s * MIB), wall_ms=cost.total_ms, source="model")
+
+    async def abort_migration(self, name: str) -> None:
+        job = self._migrations.get(name)
+        if job is None:
+            raise errors.FailedPrecondition(f"model task {name} has no migration to abort")
+        job.cancel()

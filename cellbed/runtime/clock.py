@@ -1,0 +1,134 @@
+"""Clocks. Agents call ``clock.now()``, ``clock.monotonic()``, ``await clock.sleep(s)`` and
+``clock.call_later(s, fn)``; never ``time`` or ``asyncio.sleep`` directly.
+
+On a model cell everything runs in a :class:`VirtualTimeLoop`: an asyncio loop whose
+``time()`` is a virtual counter that jumps straight to the next timer when nothing is
+ready. asyncio.sleep, wait_for, timeouts, locks and queues then all run in virtual time,
+so unchanged agent code simulates an hour in however long its callbacks take.
+"""
+from __future__ import annotations
+
+import asyncio
+import selectors
+import time
+from typing import Any, Callable, Coroutine, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Unix time, seconds (virtual on a model cell)."""
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin; never goes back."""
+
+    async def sleep(self, seconds: float) -> None: ...
+
+    def call_later(self, seconds: float, fn: Callable[[], Any]) -> asyncio.TimerHandle: ...
+
+
+class RealClock:
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def call_later(self, seconds: float, fn: Callable[[], Any]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(seconds, fn)
+
+
+class VirtualTimeDeadlock(RuntimeError):
+    """Nothing is ready, no timer is pending and no real I/O can arrive: the model is stuck."""
+
+
+class _VirtualSelector(selectors.DefaultSelector):
+    """Polls the real file descriptors (the loop's self-pipe) without blocking; if none is
+    ready, advances the loop's virtual time by the timeout asyncio asked to wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop: "VirtualTimeLoop | None" = None
+
+    def select(self, timeout: float | None = None):
+        ready = super().select(0)
+        if ready or timeout == 0:
+            return ready
+        loop = self.loop
+        assert loop is not None
+        if timeout is None:
+            if loop.pending_threads:      # a worker thread will wake us through the self-pipe
+                return super().select(None)
+            raise VirtualTimeDeadlock(
+                f"virtual time {loop.time():.3f} s: no callback ready and no timer pending")
+        loop.advance(timeout)
+        return []
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    def __init__(self, start: float = 0.0) -> None:
+        sel = _VirtualSelector()
+        self._vt = start
+        self.pending_threads = 0
+        super().__init__(sel)
+        sel.loop = self
+
+    def time(self) -> float:
+        return self._vt
+
+    def advance(self, seconds: float) -> None:
+        if seconds > 0:
+            self._vt += seconds
+
+    def run_in_executor(self, executor, func, *args):  # counted, so the selector may block on it
+        self.pending_threads += 1
+        fut = super().run_in_executor(executor, func, *args)
+
+        def done(_):
+            self.pending_threads -= 1
+        fut.add_done_callback(done)
+        return fut
+
+
+class VirtualClock:
+    """The clock of a model cell: reads the running VirtualTimeLoop."""
+
+    def __init__(self, epoch_unix_s: float = 1_700_000_000.0) -> None:
+        self.epoch = epoch_unix_s
+
+    @staticmethod
+    def _loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    def now(self) -> float:
+        return self.epoch + self._loop().time()
+
+    def monotonic(self) -> float:
+        return self._loop().time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def call_later(self, seconds: float, fn: Callable[[], Any]) -> asyncio.TimerHandle:
+        return self._loop().call_later(seconds, fn)
+
+
+def run_virtual(main: Coroutine[Any, Any, T], start: float = 0.0) -> T:
+    """Run *main* to completion on a fresh VirtualTimeLoop; cancel what it left behind."""
+    loop = VirtualTimeLoop(start)
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()

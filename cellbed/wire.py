@@ -1,0 +1,65 @@
+"""Conversions between the domain types and their protobuf forms that several services share
+(constraints, attributes, resources). One place, so every service encodes them alike."""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from cellbed.v1 import common_pb2 as cpb
+from cellbed.workload.events import AttrValue, Constraint, ConstraintOp
+
+
+def _value_pb(v: AttrValue) -> tuple[str, bool]:
+    if isinstance(v, bool):
+        return ("1" if v else "0"), True
+    if isinstance(v, int):
+        return str(v), True
+    return ("" if v is None else str(v)), False
+
+
+def _value_from_pb(text: str, integer: bool) -> AttrValue:
+    if integer:
+        return int(text)
+    return text if text else None
+
+
+def constraint_pb(c: Constraint) -> cpb.Constraint:
+    text, integer = _value_pb(c.value)
+    return cpb.Constraint(attribute=c.attribute, op=int(c.op) + 1, value=text, integer=integer)
+
+
+def constraint_from_pb(p: cpb.Constraint) -> Constraint:
+    from cellbed.errors import InvalidArgument
+    if not p.attribute:
+        raise InvalidArgument("constraint.attribute must be set")
+    if p.op == cpb.CONSTRAINT_OP_UNSPECIFIED or p.op - 1 not in ConstraintOp._value2member_map_:
+        raise InvalidArgument(f"constraint {p.attribute}: op={p.op} is out of range: allowed 1..4 "
+                              "(EQUAL, NOT_EQUAL, LESS_THAN, GREATER_THAN)")
+    try:
+        value = _value_from_pb(p.value, p.integer)
+    except ValueError:
+        raise InvalidArgument(f"constraint {p.attribute}: value={p.value!r} is marked integer but is not") from None
+    return Constraint(p.attribute, ConstraintOp(p.op - 1), value)
+
+
+def constraints_pb(cs: Iterable[Constraint]) -> list[cpb.Constraint]:
+    return [constraint_pb(c) for c in cs]
+
+
+def constraints_from_pb(ps: Iterable[cpb.Constraint]) -> tuple[Constraint, ...]:
+    return tuple(constraint_from_pb(p) for p in ps)
+
+
+def attributes_pb(attrs: Mapping[str, AttrValue]) -> list[cpb.Attribute]:
+    out = []
+    for k in sorted(attrs):
+        text, integer = _value_pb(attrs[k])
+        out.append(cpb.Attribute(name=k, value=text, integer=integer))
+    return out
+
+
+def attributes_from_pb(ps: Iterable[cpb.Attribute]) -> dict[str, AttrValue]:
+    return {p.name: _value_from_pb(p.value, p.integer) for p in ps}
+
+
+def resources(cpu_cores: float, mem_mib: float) -> cpb.Resources:
+    return cpb.Resources(cpu_cores=cpu_cores, mem_mib=mem_mib)
