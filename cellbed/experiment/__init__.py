@@ -1,9 +1,27 @@
 """Experiment I/O: scenario files, the results folder, and the report (DESIGN §10.4, §12).
 
 * :mod:`~cellbed.experiment.scenario` — the scenario TOML as typed, validated dataclasses,
-  with ``--set key=value`` overrides and the resolved manifest.
+  with ``--set key=value`` overrides and the resolved manifest;
+* :mod:`~cellbed.experiment.results` — :class:`ResultsWriter` (streams manifest.json,
+  events.jsonl, ticks.csv, migrations.csv, allocations.csv) and :func:`load_run`, which
+  refuses runs without ``run_completed``.
 """
 
+from cellbed.experiment.results import (
+    ALLOCATION_COLUMNS,
+    MIGRATION_COLUMNS,
+    TICK_COLUMNS,
+    AllocationRow,
+    IncompleteRun,
+    MigrationRow,
+    ResultsWriter,
+    Run,
+    TickRow,
+    build_manifest,
+    git_revision,
+    load_run,
+    runtime_versions,
+)
 from cellbed.experiment.scenario import (
     FRONTENDS,
     Scenario,
@@ -14,10 +32,23 @@ from cellbed.experiment.scenario import (
 )
 
 __all__ = [
+    "ALLOCATION_COLUMNS",
+    "AllocationRow",
     "FRONTENDS",
+    "IncompleteRun",
+    "MIGRATION_COLUMNS",
+    "MigrationRow",
+    "ResultsWriter",
+    "Run",
     "Scenario",
+    "TICK_COLUMNS",
+    "TickRow",
     "apply_overrides",
+    "build_manifest",
+    "git_revision",
+    "load_run",
     "load_scenario",
     "parse_scenario",
+    "runtime_versions",
     "schema_docs",
 ]
