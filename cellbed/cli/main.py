@@ -323,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dst", default="h2")
     p.add_argument("--csv", default="migration-bench.csv")
     p.set_defaults(fn=cmd_bench_migration)
+
+    from cellbed.cli import report_cmd
+    report_cmd.register(sub)
     return ap
 
 

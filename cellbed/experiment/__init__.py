@@ -4,9 +4,12 @@
   with ``--set key=value`` overrides and the resolved manifest;
 * :mod:`~cellbed.experiment.results` — :class:`ResultsWriter` (streams manifest.json,
   events.jsonl, ticks.csv, migrations.csv, allocations.csv) and :func:`load_run`, which
-  refuses runs without ``run_completed``.
+  refuses runs without ``run_completed``;
+* :mod:`~cellbed.experiment.report` — ``report.md`` with PNG plots for one run, or
+  side-by-side tables for several (matplotlib is imported only when plotting).
 """
 
+from cellbed.experiment.report import Summary, summarize, write_report
 from cellbed.experiment.results import (
     ALLOCATION_COLUMNS,
     MIGRATION_COLUMNS,
@@ -31,6 +34,7 @@ from cellbed.experiment.scenario import (
     schema_docs,
 )
 
+
 __all__ = [
     "ALLOCATION_COLUMNS",
     "AllocationRow",
@@ -41,6 +45,7 @@ __all__ = [
     "ResultsWriter",
     "Run",
     "Scenario",
+    "Summary",
     "TICK_COLUMNS",
     "TickRow",
     "apply_overrides",
@@ -51,4 +56,6 @@ __all__ = [
     "parse_scenario",
     "runtime_versions",
     "schema_docs",
+    "summarize",
+    "write_report",
 ]
