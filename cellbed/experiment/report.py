@@ -43,7 +43,7 @@ import numpy as np
 from cellbed.errors import FailedPrecondition, InvalidArgument
 from cellbed.experiment.results import Run, load_run
 
-__all__ = ["OVERLOAD_THRESHOLD", "PARTS", "Summary", "summarize", "write_report"]
+__all__ = ["ALLOC_COLUMNS", "OVERLOAD_THRESHOLD", "PARTS", "Summary", "asr_shares", "summarize", "write_report"]
 
 OVERLOAD_THRESHOLD = 0.005
 """MASB's acceptable share of overloaded nodes per 1-minute period."""
@@ -115,8 +115,17 @@ def asr_shares(ticks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {k: np.where(active > 0, ticks[k] / np.where(active > 0, active, 1), np.nan) for k in _ASR}
 
 
-def summarize(run: Run) -> Summary:
-    """Compute the summary numbers of *run* (see the module docstring for the definitions)."""
+ALLOC_COLUMNS = ("outcome", "total_ms", *PARTS)
+MIGRATION_COLUMNS = ("outcome", "forced", "time_ms", "downtime_ms", "bytes")
+
+
+def summarize(run: Run, *, allocations: dict[str, np.ndarray] | None = None,
+              migrations: dict[str, np.ndarray] | None = None) -> Summary:
+    """Compute the summary numbers of *run* (see the module docstring for the definitions).
+
+    *allocations* / *migrations* may pass tables already read (with at least ALLOC_COLUMNS /
+    MIGRATION_COLUMNS) so a big run's CSVs are read once.
+    """
     t = run.ticks
     n = len(t["t_s"])
     if n == 0:
@@ -136,14 +145,14 @@ def summarize(run: Run) -> Summary:
         idle = np.where(nodes > 0, t["idle"] / nodes, np.nan)
         over = np.where(nodes > 0, t["overloaded"] / nodes, np.nan)
 
-    m = run.migrations(["outcome", "forced", "time_ms", "downtime_ms", "bytes"])
+    m = migrations if migrations is not None else run.migrations(MIGRATION_COLUMNS)
     out = m["outcome"]
     ok = out == "succeeded"
     n_ok = int(ok.sum())
     attempts = int(out.size)
     mbytes = int(m["bytes"].sum())
 
-    a = run.allocations(["outcome", "total_ms", "start_s", *PARTS])
+    a = allocations if allocations is not None else run.allocations(ALLOC_COLUMNS)
     placed = a["outcome"] == "placed"
     tot = a["total_ms"][placed]
     pct = np.percentile(tot, PERCENTILES) if tot.size else [math.nan] * len(PERCENTILES)
@@ -367,9 +376,9 @@ def plot_migrations(run: Run, path: Path) -> None:
     fig.savefig(path)
 
 
-def plot_alloc_cdf(run: Run, s: Summary, path: Path) -> bool:
-    """Allocation-time CDF and the CDFs of its four parts; False (no file) when no task was placed."""
-    a = run.allocations(["outcome", "total_ms", *PARTS])
+def plot_alloc_cdf(run: Run, s: Summary, path: Path, a: dict[str, np.ndarray]) -> bool:
+    """Allocation-time CDF and the CDFs of its four parts (from the table *a*, ALLOC_COLUMNS);
+    False (no file) when no task was placed."""
     placed = a["outcome"] == "placed"
     if not placed.any():
         return False
@@ -419,12 +428,13 @@ def _stage_key(item: tuple[str, str]) -> tuple[int, str, int]:
 
 
 def _single(run: Run, out: Path) -> Path:
-    s = summarize(run)
+    allocs = run.allocations(ALLOC_COLUMNS)
+    s = summarize(run, allocations=allocs)
     out.mkdir(parents=True, exist_ok=True)
     plot_asr(run, out / "asr.png")
     plot_overloaded(run, out / "overloaded.png")
     plot_migrations(run, out / "migrations.png")
-    has_cdf = plot_alloc_cdf(run, s, out / "alloc_cdf.png")
+    has_cdf = plot_alloc_cdf(run, s, out / "alloc_cdf.png", allocs)
     if not has_cdf and (out / "alloc_cdf.png").exists():
         (out / "alloc_cdf.png").unlink()  # a stale plot from an earlier report would mislead
     pol = _policy_line(run)

@@ -96,18 +96,20 @@ class IncompleteRun(FailedPrecondition):
 # ---------------------------------------------------------------------------
 
 def _num(row: str, name: str, v: Any, *, nan_ok: bool = False, lo: float = 0.0) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise InvalidArgument(f"{row}.{name}={v!r}: must be a number")
-    if math.isnan(v):
+    t = type(v)
+    if t is not float and t is not int:  # fast path above; numpy scalars and bad types below
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise InvalidArgument(f"{row}.{name}={v!r}: must be a number")
+    if v != v:  # NaN
         if not nan_ok:
             raise InvalidArgument(f"{row}.{name} is NaN: it must be measured")
         return
-    if v < lo or math.isinf(v):
+    if v < lo or v == math.inf:
         raise InvalidArgument(f"{row}.{name}={v!r}: must be finite and >= {lo}")
 
 
 def _int(row: str, name: str, v: Any) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+    if type(v) is not int and (isinstance(v, bool) or not isinstance(v, (int, np.integer))) or v < 0:
         raise InvalidArgument(f"{row}.{name}={v!r}: must be an integer >= 0")
 
 
@@ -245,17 +247,35 @@ MIGRATION_COLUMNS = tuple(f.name for f in fields(MigrationRow))
 ALLOCATION_COLUMNS = tuple(f.name for f in fields(AllocationRow))
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, (bool, np.bool_)):
-        return "true" if v else "false"
-    if isinstance(v, (float, np.floating)):
-        v = float(v)
-        return "" if math.isnan(v) else repr(v)
-    if isinstance(v, np.integer):
-        return str(int(v))
-    return str(v)
+def _fmt_float(v: Any) -> str:
+    v = float(v)
+    return "" if v != v else repr(v)
+
+
+def _fmt_int(v: Any) -> str:
+    return str(int(v))
+
+
+def _fmt_bool(v: Any) -> str:
+    return "true" if v else "false"
+
+
+def _fmt_str(v: Any) -> str:
+    return v
+
+
+def _formatters(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(column, formatter) per column of a row dataclass: floats as repr (exact round trip, NaN → empty),
+    ints as digits, bools as true/false."""
+    by = {"float": _fmt_float, "int": _fmt_int, "bool": _fmt_bool, "str": _fmt_str}
+    return tuple((f.name, by[f.type if isinstance(f.type, str) else f.type.__name__]) for f in fields(cls))
+
+
+_FMT = {cls: _formatters(cls) for cls in (TickRow, MigrationRow, AllocationRow)}
+
+
+def _cells(row: Any) -> list[str]:
+    return [fmt(getattr(row, name)) for name, fmt in _FMT[type(row)]]
 
 
 # ---------------------------------------------------------------------------
@@ -445,7 +465,7 @@ class ResultsWriter:
             raise InvalidArgument(f"TickRow.t_s={row.t_s} must be after the previous tick ({self._last_tick_s})")
         self._last_tick_s = row.t_s
         self._last_t_s = max(self._last_t_s, row.t_s)
-        self._csv[TICKS].writerow([_fmt(getattr(row, c)) for c in TICK_COLUMNS])
+        self._csv[TICKS].writerow(_cells(row))
         self.counts["ticks"] += 1
         self.flush()
 
@@ -453,7 +473,7 @@ class ResultsWriter:
         """Append one migration attempt."""
         self._check_open()
         row = self._row(MigrationRow, row, columns)
-        self._csv[MIGRATIONS].writerow([_fmt(getattr(row, c)) for c in MIGRATION_COLUMNS])
+        self._csv[MIGRATIONS].writerow(_cells(row))
         self._last_t_s = max(self._last_t_s, row.t_s)
         self.counts["migrations"] += 1
 
@@ -461,7 +481,7 @@ class ResultsWriter:
         """Append one task's allocation."""
         self._check_open()
         row = self._row(AllocationRow, row, columns)
-        self._csv[ALLOCATIONS].writerow([_fmt(getattr(row, c)) for c in ALLOCATION_COLUMNS])
+        self._csv[ALLOCATIONS].writerow(_cells(row))
         self.counts["allocations"] += 1
 
     def flush(self) -> None:
@@ -542,16 +562,18 @@ def read_table(path: str | Path, row_type: type, columns: Sequence[str] | None =
         buf: list[list[str]] = []
 
         def drain() -> None:
+            if not buf:
+                return
             for c, i in zip(want, idx):
                 col = [r[i] for r in buf]
                 k = kinds[c]
                 try:
                     if k == "f":
-                        arr = np.array([float(x) if x else math.nan for x in col], dtype=np.float64)
+                        arr = np.array([x or "nan" for x in col], dtype=np.float64)
                     elif k == "i":
-                        arr = np.array([int(x) for x in col], dtype=np.int64)
+                        arr = np.array(col, dtype=np.int64)
                     elif k == "b":
-                        arr = np.array([x == "true" for x in col], dtype=bool)
+                        arr = np.array(col) == "true"
                     else:
                         arr = np.array(col, dtype=object)
                 except ValueError as e:
