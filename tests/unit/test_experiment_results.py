@@ -249,3 +249,30 @@ def test_manifest_accepts_a_plain_dict_and_has_the_format():
     m = build_manifest({"run": {"name": "n", "seed": 3}, "stages": {"J1": "x"}}, created_unix_s=0.0)
     assert m["format"] == "cellbed-results/1"
     assert (m["name"], m["seed"], m["stages"]) == ("n", 3, {"J1": "x"})
+
+
+def test_versions_are_obtained_when_asked_and_missing_ones_are_none(tmp_path):
+    import platform
+
+    from cellbed.experiment.results import runtime_versions
+
+    v = runtime_versions(qemu_binary=str(tmp_path / "no-such-qemu"))
+    assert v["python"] == platform.python_version() and v["kernel"] == platform.release()
+    assert v["qemu"] is None
+
+
+def test_git_revision_marks_uncommitted_changes(tmp_path):
+    import subprocess
+
+    from cellbed.experiment.results import git_revision
+
+    assert git_revision(tmp_path) is None  # not a repository
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    (tmp_path / "f").write_text("a\n")
+    subprocess.run(git + ["add", "f"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "x"], check=True)
+    rev = git_revision(tmp_path)
+    assert rev is not None and len(rev) == 40 and int(rev, 16) >= 0
+    (tmp_path / "f").write_text("b\n")
+    assert git_revision(tmp_path) == f"{rev}-dirty"
