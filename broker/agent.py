@@ -15,7 +15,7 @@ from cellbed.masb.decisions import DecisionLog
 from cellbed.rpc import handles_errors
 from cellbed.v1 import masb_pb2 as mpb, masb_pb2_grpc as mpbg, node_pb2 as pb
 from cellbed.broker.cache import NodeCache
-from cellbed.broker.select import BrokerParams, candidates, initial
+from cellbed.broker.select import BrokerParams, candidates, initial, rus_ok
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,9 @@ class BrokerAgent:
             pool = pool[pool != src]
         pool = self.rng.permutation(pool)
         match = self.cache.match(pool, cons)
+        if req.task.production:
+            _, reqv = task_vectors(req.task)
+            match &= rus_ok(self.cache.prod[pool], self.cache.cap[pool], reqv, self.params.max_util)
         res = candidates(pool, match, self.cache.cap, self.cache.used, used, self.rng, self.params)
         self.counters["candidate_requests"] += 1
         self.counters["candidates_returned"] += len(res.picks)
@@ -134,6 +137,8 @@ class BrokerAgent:
         cons = wire.constraints_from_pb(req.task.constraints)
         pool = self.rng.permutation(self.cache.fresh(self.clock.now()))
         match = self.cache.match(pool, cons)
+        if req.task.production:
+            match &= rus_ok(self.cache.prod[pool], self.cache.cap[pool], reqv, self.params.max_util)
         ranked, scanned, _ = initial(pool, match, self.cache.cap, self.cache.req, self.cache.used, reqv, self.params)
         self.counters["allocations"] += 1
         if not ranked:
@@ -153,7 +158,7 @@ class BrokerAgent:
                     self.counters["allocation_refusals"] += 1
                     log.debug("%s: %s refused %s: %s", self.name, host, req.task.name, e)
                     continue
-            self.cache.add_load(host, tuple(used if used.any() else reqv), tuple(reqv))
+            self.cache.add_load(host, tuple(used if used.any() else reqv), tuple(reqv), req.task.production)
             return mpb.AllocateTaskResponse(host=host, score=pick.score, scanned=scanned, refused=refused,
                                             broker=self.name)
         self.counters["allocations_failed"] += 1

@@ -20,6 +20,7 @@ class NodeCache:
         self.cap = np.zeros((initial, 2))
         self.used = np.zeros((initial, 2))
         self.req = np.zeros((initial, 2))
+        self.prod = np.zeros((initial, 2))               # production requests (RUS rule)
         self.ts = np.full(initial, -np.inf)
         self.live = np.zeros(initial, dtype=bool)
         self.attrs: dict[str, np.ndarray] = {}       # attribute -> object column (None = absent)
@@ -31,7 +32,7 @@ class NodeCache:
 
     def _grow(self) -> None:
         n = len(self.cap) * 2
-        for name in ("cap", "used", "req"):
+        for name in ("cap", "used", "req", "prod"):
             a = getattr(self, name)
             b = np.zeros((n, 2))
             b[: len(a)] = a
@@ -64,6 +65,7 @@ class NodeCache:
         self.cap[i] = (r.capacity.cpu_cores, r.capacity.mem_mib)
         self.used[i] = (r.used.cpu_cores, r.used.mem_mib)
         self.req[i] = (r.requested.cpu_cores, r.requested.mem_mib)
+        self.prod[i] = (r.prod_requested.cpu_cores, r.prod_requested.mem_mib)
         self.ts[i] = r.sampled_unix_s
         self.live[i] = True
         attrs = wire.attributes_from_pb(r.attributes)
@@ -78,12 +80,15 @@ class NodeCache:
             self.attr_of[i] = attrs
         return True
 
-    def add_load(self, host: str, used: tuple[float, float], requested: tuple[float, float]) -> None:
+    def add_load(self, host: str, used: tuple[float, float], requested: tuple[float, float],
+                 production: bool = False) -> None:
         """Account a placement the broker just made, until the node's next report."""
         i = self.index.get(host)
         if i is not None:
             self.used[i] += used
             self.req[i] += requested
+            if production:
+                self.prod[i] += requested
 
     def expire(self, now: float) -> list[str]:
         n = len(self.hosts)

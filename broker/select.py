@@ -40,6 +40,12 @@ def _scores(name: str, load: np.ndarray, cap: np.ndarray, task: np.ndarray) -> n
     return np.nan_to_num(np.asarray(s, dtype=float).reshape(-1))
 
 
+def rus_ok(prod: np.ndarray, cap: np.ndarray, task_req: np.ndarray, max_util: float) -> np.ndarray:
+    """The RUS rule for a production task: the node's production requests plus the task's
+    stay within max_util of capacity."""
+    return np.all(prod + task_req <= max_util * cap + 1e-9, axis=1)
+
+
 def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.ndarray, task_used: np.ndarray,
                rng: np.random.Generator, p: BrokerParams) -> CandidateResult:
     """*pool*: fresh cache indices (source excluded), already shuffled; *match*: constraint mask
@@ -66,6 +72,7 @@ def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.nd
 
 def initial(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, req: np.ndarray, used: np.ndarray,
             task_req: np.ndarray, p: BrokerParams) -> tuple[list[Pick], int, np.ndarray]:
+    """(*match* already includes the RUS rule for production tasks: see :func:`rus_ok`.)"""
     """Initial allocation: score at most initial_scan_limit matching nodes with the initial
     score over *requested* resources; best first. Nodes scoring 0 (requests above 90%, as
     they are in an overcommitted cell) follow, lowest resulting *use* share first, among

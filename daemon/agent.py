@@ -102,14 +102,14 @@ class NodeAgent:
         self._history_path = os.path.join(cfg.state_dir, "migrations.jsonl") if cfg.state_dir else ""
 
     # --- lifecycle ------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, first_sample_delay_s: float | None = None) -> None:
         if self.cfg.state_dir:
             os.makedirs(self.cfg.state_dir, exist_ok=True)
         self._load_history()
         await self.hv.open()
         await self.sample()       # rebuilds the inventory from libvirt (restart safety)
         log.info("node %s: %d VM(s) found in libvirt", self.cfg.host, len(self.vms))
-        self._tasks.append(asyncio.create_task(self._monitor(), name="monitor"))
+        self._tasks.append(asyncio.create_task(self._monitor(first_sample_delay_s), name="monitor"))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -312,6 +312,14 @@ class NodeAgent:
                   f"cpu {new.cpu_load:g} wss {new.wss_mib} MiB dirty {new.dirty_mib_s:g} MiB/s")
         return e
 
+    async def pause_vm(self, name: str) -> None:
+        """Pause a running VM (RUS spike policy); its resources stay allocated."""
+        e = self._get(name)
+        if e.state is not DomState.RUNNING or e.migrating_out:
+            raise errors.FailedPrecondition(f"VM {name} is {e.state.value} ({e.reason}); only running VMs pause")
+        await self.hv.pause(name)
+        e.state, e.reason, e.cpu_used_cores = DomState.PAUSED, "paused (spike)", 0.0
+
     async def inject_fault(self, name: str, kind: str) -> str:
         e = self._get(name)
         if e.state is not DomState.RUNNING or e.migrating_out:
@@ -400,9 +408,11 @@ class NodeAgent:
         if self.telemetry is not None:
             self.telemetry.publish_state(s)
 
-    async def _monitor(self) -> None:
+    async def _monitor(self, first_delay_s: float | None = None) -> None:
+        delay = self.cfg.monitor_period_s if first_delay_s is None else first_delay_s
         while True:
-            await self.clock.sleep(self.cfg.monitor_period_s)
+            await self.clock.sleep(delay)
+            delay = self.cfg.monitor_period_s
             try:
                 await self.sample()
                 self._expire_reservations()
@@ -525,11 +535,15 @@ class NodeAgent:
 
     # --- migration: target side ----------------------------------------------------------
     async def prepare_incoming(self, spec: VmSpec, src: str, mid: str, force: bool,
-                               cpu_used: float = 0.0, mem_used: float = 0.0) -> None:
+                               cpu_used: float = 0.0, mem_used: float = 0.0, precheck=None) -> None:
+        """Reserve *spec*'s resources for migration *mid*. *precheck* (SAN final check) runs
+        inside the admission lock, so that check and reservation are one step."""
         spec.validate(self.limits)
         if not mid:
             raise errors.InvalidArgument("migration_id must be set")
         async with self._lock:
+            if precheck is not None:
+                precheck()
             if spec.name in self.vms:
                 raise errors.FailedPrecondition(f"VM {spec.name} already runs on {self.cfg.host}")
             self._admit(spec, force=force)

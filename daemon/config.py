@@ -37,6 +37,8 @@ class NodeConfig:
     measure_daemon: bool = True              # sample the daemon's own RSS/CPU (off in model cells)
     poll_guests: bool = True                 # ask every guest for its status at each sample
     attributes: dict = dataclasses.field(default_factory=dict)  # machine properties for constraints
+    brokers: str = ""                        # MASB: "name=host:port,..." of broker agents; "" = no SAN
+    san: dict = dataclasses.field(default_factory=dict)  # SanConfig overrides (daemon/san.py)
 
     def validate(self) -> "NodeConfig":
         if not self.host:
@@ -52,10 +54,17 @@ class NodeConfig:
             raise InvalidArgument(f"accel={self.accel!r}: allowed tcg, kvm")
         if self.admission not in ("requested", "used"):
             raise InvalidArgument(f"admission={self.admission!r}: allowed requested, used")
+        for item in filter(None, self.brokers.split(",")):
+            name, _, target = item.partition("=")
+            if not name or ":" not in target:
+                raise InvalidArgument(f"brokers={self.brokers!r}: each item must be name=host:port")
         for k, v in self.attributes.items():
             if not isinstance(v, (str, int)) or isinstance(v, bool):
                 raise InvalidArgument(f"attributes.{k}={v!r}: allowed a string or an integer")
         return self
+
+    def broker_targets(self) -> dict[str, str]:
+        return dict(item.partition("=")[::2] for item in filter(None, self.brokers.split(",")))
 
     @classmethod
     def load(cls, path: str) -> "NodeConfig":

@@ -317,6 +317,12 @@ class LibvirtBackend:
             self._spec_cache[dom.UUIDString()] = spec
         await self._call(f"update metadata of {spec.name}", blocking)
 
+    async def pause(self, name: str) -> None:
+        await self._call(f"pause {name}", lambda: self.conn.lookupByName(name).suspend())
+
+    async def resume(self, name: str) -> None:
+        await self._call(f"resume {name}", lambda: self.conn.lookupByName(name).resume())
+
     # --- migration --------------------------------------------------------------------
     async def abort_migration(self, name: str) -> None:
         await self._call(f"abort job of {name}", lambda: self.conn.lookupByName(name).abortJob())

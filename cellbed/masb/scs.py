@@ -19,7 +19,8 @@ improving the best. The neighbourhood is every single and double flip: the paper
 that a call examines 2–7% of the subsets (20 tasks: 25 × 5 × 210 ≈ 2.5% of 2²⁰), which a
 single-flip neighbourhood (0.25%) cannot reach. The first start is the empty set, the
 others random subsets of about the size the excess calls for. Neighbourhoods are scored in
-one vectorised call.
+one vectorised call. Above ``max_pairs`` double flips (n > 20), each step samples that many
+pairs at random, so a call stays within a few milliseconds on hosts with many tasks.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class Candidate:
     used: tuple[float, float]      # cores, MiB
     cost: float                    # predicted migration cost (> 0)
     compulsory: bool = False
+    prod_req: tuple[float, float] = (0.0, 0.0)   # requests, if a production task (RUS rule)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +49,7 @@ class TabuParams:
     steps: int = 5
     patience: int = 6
     tenure: int = 0                # 0 = max(1, n // 4)
+    max_pairs: int = 190           # double flips per step (all of them up to n = 20)
     max_util: float = 0.9
     score: str = "sras"
 
@@ -64,10 +67,12 @@ class Selection:
 
 class _Problem:
     def __init__(self, capacity: Sequence[float], used: Sequence[float], tasks: Sequence[Candidate],
-                 params: TabuParams) -> None:
+                 params: TabuParams, prod: Sequence[float] = (0.0, 0.0)) -> None:
         self.cap = np.asarray(capacity, dtype=float)
         self.used = np.asarray(used, dtype=float)
+        self.prod = np.asarray(prod, dtype=float)
         self.U = np.array([t.used for t in tasks], dtype=float).reshape(-1, 2)
+        self.P = np.array([t.prod_req for t in tasks], dtype=float).reshape(-1, 2)
         self.C = np.array([max(t.cost, 1e-9) for t in tasks], dtype=float)
         self.p = params
         self.score = SCORES[params.score]
@@ -81,6 +86,8 @@ class _Problem:
         cost = X @ self.C
         limit = self.p.max_util * self.cap
         excess = np.maximum(after - limit, 0.0) / self.cap
+        if self.prod.any():   # the RUS rule: production requests within max_util too
+            excess = excess + np.maximum(self.prod - X @ self.P - limit, 0.0) / self.cap
         feasible = ~np.any(excess > 1e-12, axis=1)
         sc = np.asarray(self.score(after, self.cap, np.zeros(2)), dtype=float).reshape(-1)
         sc = np.nan_to_num(sc)
@@ -96,51 +103,66 @@ def _result(tasks, x, prob, comp_names, used0) -> Selection:
     f = prob.fitness(x)
     removed = x @ prob.U if len(tasks) else np.zeros(2)
     after = np.maximum(used0 - removed, 0.0)
-    feasible = bool(np.all(after <= prob.p.max_util * prob.cap + 1e-12))
+    prod_after = prob.prod - (x @ prob.P if len(tasks) else 0.0)
+    feasible = bool(np.all(after <= prob.p.max_util * prob.cap + 1e-12)
+                    and np.all(prod_after <= prob.p.max_util * prob.cap + 1e-12))
     sc = float(np.nan_to_num(np.asarray(prob.score(after, prob.cap, np.zeros(2))).reshape(-1)[0]))
     return Selection(tuple(t.name for t, b in zip(tasks, x) if b) + comp_names, comp_names, f, feasible,
                      prob.evaluations, sc, float(x @ prob.C) if len(tasks) else 0.0)
 
 
-def _split(capacity, used, tasks):
+def _split(capacity, used, tasks, prod=(0.0, 0.0)):
     comp = [t for t in tasks if t.compulsory]
     rest = [t for t in tasks if not t.compulsory]
     used0 = np.asarray(used, dtype=float) - sum((np.asarray(t.used) for t in comp), np.zeros(2))
-    return comp, rest, np.maximum(used0, 0.0)
+    prod0 = np.asarray(prod, dtype=float) - sum((np.asarray(t.prod_req) for t in comp), np.zeros(2))
+    return comp, rest, np.maximum(used0, 0.0), np.maximum(prod0, 0.0)
 
 
 _FLIPS: dict[int, np.ndarray] = {}
 
 
-def _flip_matrix(n: int) -> np.ndarray:
-    m = _FLIPS.get(n)
+def _flip_matrix(n: int, max_pairs: int, rng: random.Random) -> np.ndarray:
+    full = n * (n - 1) // 2 <= max_pairs
+    m = _FLIPS.get(n) if full else None
     if m is None:
         rows = [np.eye(n)]
         if n > 1:
-            i, j = np.triu_indices(n, 1)
+            if full:
+                i, j = np.triu_indices(n, 1)
+            else:
+                pairs = set()
+                while len(pairs) < max_pairs:
+                    a, b = rng.randrange(n), rng.randrange(n)
+                    if a != b:
+                        pairs.add((min(a, b), max(a, b)))
+                i, j = (np.array(v) for v in zip(*sorted(pairs)))
             d = np.zeros((len(i), n))
             d[np.arange(len(i)), i] = 1
             d[np.arange(len(i)), j] = 1
             rows.append(d)
-        m = _FLIPS[n] = np.vstack(rows)
+        m = np.vstack(rows)
+        if full:
+            _FLIPS[n] = m
     return m
 
 
 def tabu_select(capacity: Sequence[float], used: Sequence[float], tasks: Sequence[Candidate],
-                rng: random.Random, params: TabuParams = TabuParams()) -> Selection:
-    comp, rest, used0 = _split(capacity, used, tasks)
+                rng: random.Random, params: TabuParams = TabuParams(),
+                prod_requested: Sequence[float] = (0.0, 0.0)) -> Selection:
+    """*prod_requested*: the production tasks' requests on the host (RUS rule), or zeros."""
+    comp, rest, used0, prod0 = _split(capacity, used, tasks, prod_requested)
     comp_names = tuple(t.name for t in comp)
-    prob = _Problem(capacity, used0, rest, params)
+    prob = _Problem(capacity, used0, rest, params, prod0)
     n = len(rest)
-    if n == 0 or np.all(used0 <= params.max_util * prob.cap):
+    if n == 0 or prob.fitness(np.zeros(n)) >= 0:      # nothing to choose, or already within limits
         return _result(rest, np.zeros(n), prob, comp_names, used0)
     tenure = params.tenure or max(1, n // 4)
     best_x, best_f = np.zeros(n), prob.fitness(np.zeros(n))
     stale = 0
-    flips = _flip_matrix(n)                                # (m, n): rows with one or two ones
     # expected share of tasks to move, for the random starts
-    share = float(np.clip(np.max((used0 - params.max_util * prob.cap) / np.maximum(prob.U.sum(axis=0), 1e-12)),
-                          1.0 / n, 1.0))
+    share = float(np.clip(np.max((np.maximum(used0, prod0) - params.max_util * prob.cap)
+                                 / np.maximum(prob.U.sum(axis=0) + prob.P.sum(axis=0), 1e-12)), 1.0 / n, 1.0))
     for r in range(params.restarts):
         x = np.zeros(n) if r == 0 else np.array([rng.random() < share for _ in range(n)], dtype=float)
         f = prob.fitness(x)
@@ -148,6 +170,7 @@ def tabu_select(capacity: Sequence[float], used: Sequence[float], tasks: Sequenc
             best_x, best_f, stale = x.copy(), f, 0
         tabu: list[int] = []
         for _ in range(params.steps):
+            flips = _flip_matrix(n, params.max_pairs, rng)     # (m, n): rows with one or two ones
             X = np.abs(x[np.newaxis, :] - flips)
             fs = prob.fitness_many(X)
             if tabu:
@@ -169,30 +192,30 @@ def tabu_select(capacity: Sequence[float], used: Sequence[float], tasks: Sequenc
     return _result(rest, best_x, prob, comp_names, used0)
 
 
-def greedy_by_size(capacity, used, tasks: Sequence[Candidate], params: TabuParams = TabuParams()) -> Selection:
+def greedy_by_size(capacity, used, tasks: Sequence[Candidate], params: TabuParams = TabuParams(),
+                   prod_requested: Sequence[float] = (0.0, 0.0)) -> Selection:
     """Baseline: remove the largest tasks (by used share of capacity, summed over resources)
     until the host is within max_util."""
-    comp, rest, used0 = _split(capacity, used, tasks)
-    prob = _Problem(capacity, used0, rest, params)
+    comp, rest, used0, prod0 = _split(capacity, used, tasks, prod_requested)
+    prob = _Problem(capacity, used0, rest, params, prod0)
     cap = prob.cap
     order = sorted(range(len(rest)), key=lambda i: -(prob.U[i] / cap).sum())
     x = np.zeros(len(rest))
-    cur = used0.copy()
     for i in order:
-        if np.all(cur <= params.max_util * cap):
+        if prob.fitness(x) >= 0:
             break
         x[i] = 1
-        cur = cur - prob.U[i]
     return _result(rest, x, prob, tuple(t.name for t in comp), used0)
 
 
-def brute_force(capacity, used, tasks: Sequence[Candidate], params: TabuParams = TabuParams()) -> Selection:
+def brute_force(capacity, used, tasks: Sequence[Candidate], params: TabuParams = TabuParams(),
+                prod_requested: Sequence[float] = (0.0, 0.0)) -> Selection:
     """The optimum by enumeration (2^n subsets; for checking the search on n ≤ 16)."""
-    comp, rest, used0 = _split(capacity, used, tasks)
+    comp, rest, used0, prod0 = _split(capacity, used, tasks, prod_requested)
     n = len(rest)
     if n > 16:
         raise ValueError(f"brute_force: {n} tasks is too many (allowed ≤ 16)")
-    prob = _Problem(capacity, used0, rest, params)
+    prob = _Problem(capacity, used0, rest, params, prod0)
     X = np.array(list(itertools.product((0.0, 1.0), repeat=n))) if n else np.zeros((1, 0))
     fs = prob.fitness_many(X)
     return _result(rest, X[int(np.argmax(fs))], prob, tuple(t.name for t in comp), used0)

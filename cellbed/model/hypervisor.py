@@ -57,6 +57,7 @@ class ModelFabric:
         self.migration_failure_prob = migration_failure_prob
         self.rng = random.Random(seed)
         self.backends: dict[str, "ModelHypervisor"] = {}
+        self.location: dict[str, str] = {}     # task -> host whose backend holds it
         self.migrations = 0
         self.bytes_moved = 0
 
@@ -65,6 +66,14 @@ class ModelFabric:
         if hv is None:
             hv = self.backends[host] = ModelHypervisor(host, self)
         return hv
+
+    def set_usage(self, name: str, cpu_cores: float, mem_mib: float) -> bool:
+        """Drive a task's usage wherever it is (workload replay). False if no such task."""
+        host = self.location.get(name)
+        if host is None:
+            return False
+        self.backends[host].set_usage(name, cpu_cores, mem_mib)
+        return True
 
     def where(self, name: str) -> list[str]:
         """Hosts holding a task called *name* (tests: never more than one)."""
@@ -169,12 +178,14 @@ class ModelHypervisor:
         t = ModelTask(spec=spec, boot_id=f"{self.fabric.rng.getrandbits(64):016x}", started=now, last_t=now)
         t.usage_from_spec()
         self.tasks[spec.name] = t
+        self.fabric.location[spec.name] = self.host
 
     async def stop(self, name: str) -> None:
         self._get(name)
         if name in self._migrations:
             raise errors.FailedPrecondition(f"model task {name} is migrating; abort it first")
         del self.tasks[name]
+        self.fabric.location.pop(name, None)
 
     async def domain_state(self, name: str) -> tuple[DomState, str]:
         t = self._get(name)
@@ -185,6 +196,16 @@ class ModelHypervisor:
         t.advance(self.clock.monotonic())
         t.spec = spec
         t.usage_from_spec()
+
+    async def pause(self, name: str) -> None:
+        t = self._get(name)
+        t.advance(self.clock.monotonic())
+        t.state, t.reason = DomState.PAUSED, "paused"
+
+    async def resume(self, name: str) -> None:
+        t = self._get(name)
+        t.advance(self.clock.monotonic())
+        t.state, t.reason = DomState.RUNNING, "unpaused"
 
     def set_usage(self, name: str, cpu_cores: float, mem_mib: float) -> None:
         """Drive a task's usage directly (model workload replay); SetWorkload is the agent's path."""
@@ -222,6 +243,7 @@ class ModelHypervisor:
         del self.tasks[name]
         t.advance(self.clock.monotonic())
         target.tasks[name] = t
+        self.fabric.location[name] = dest
         self.fabric.migrations += 1
         self.fabric.bytes_moved += cost.bytes
         return MigrationStats(time_elapsed_ms=cost.total_ms, downtime_ms=cost.downtime_ms,

@@ -317,3 +317,15 @@ class ListNegotiationsResponse(_message.Message):
     negotiations: _containers.RepeatedCompositeFieldContainer[Negotiation]
     counters: _containers.ScalarMap[str, int]
     def __init__(self, host: _Optional[str] = ..., negotiations: _Optional[_Iterable[_Union[Negotiation, _Mapping]]] = ..., counters: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class NegotiateTaskRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class NegotiateTaskResponse(_message.Message):
+    __slots__ = ("negotiation",)
+    NEGOTIATION_FIELD_NUMBER: _ClassVar[int]
+    negotiation: Negotiation
+    def __init__(self, negotiation: _Optional[_Union[Negotiation, _Mapping]] = ...) -> None: ...

@@ -287,6 +287,11 @@ class SanStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.NegotiateTask = channel.unary_unary(
+                '/cellbed.v1.San/NegotiateTask',
+                request_serializer=cellbed_dot_v1_dot_masb__pb2.NegotiateTaskRequest.SerializeToString,
+                response_deserializer=cellbed_dot_v1_dot_masb__pb2.NegotiateTaskResponse.FromString,
+                _registered_method=True)
         self.RequestTaskMigration = channel.unary_unary(
                 '/cellbed.v1.San/RequestTaskMigration',
                 request_serializer=cellbed_dot_v1_dot_masb__pb2.TaskMigrationRequest.SerializeToString,
@@ -307,6 +312,13 @@ class SanStub:
 class SanServicer:
     """SAN between Node Agents (served by every node daemon next to NodeAgent).
     """
+
+    def NegotiateTask(self, request, context):
+        """Negotiate and migrate one task now, whatever the load (steps 2-5).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
 
     def RequestTaskMigration(self, request, context):
         """SAN step 3: the target answers acceptance (fresh usage) or rejection (reason, numbers).
@@ -332,6 +344,11 @@ class SanServicer:
 
 def add_SanServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'NegotiateTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.NegotiateTask,
+                    request_deserializer=cellbed_dot_v1_dot_masb__pb2.NegotiateTaskRequest.FromString,
+                    response_serializer=cellbed_dot_v1_dot_masb__pb2.NegotiateTaskResponse.SerializeToString,
+            ),
             'RequestTaskMigration': grpc.unary_unary_rpc_method_handler(
                     servicer.RequestTaskMigration,
                     request_deserializer=cellbed_dot_v1_dot_masb__pb2.TaskMigrationRequest.FromString,
@@ -358,6 +375,33 @@ def add_SanServicer_to_server(servicer, server):
 class San:
     """SAN between Node Agents (served by every node daemon next to NodeAgent).
     """
+
+    @staticmethod
+    def NegotiateTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cellbed.v1.San/NegotiateTask',
+            cellbed_dot_v1_dot_masb__pb2.NegotiateTaskRequest.SerializeToString,
+            cellbed_dot_v1_dot_masb__pb2.NegotiateTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def RequestTaskMigration(request,

@@ -50,6 +50,8 @@ class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_KIND_MIGRATION_PROGRESS: _ClassVar[EventKind]
     EVENT_KIND_MIGRATION_FINISHED: _ClassVar[EventKind]
     EVENT_KIND_WORKLOAD_SET: _ClassVar[EventKind]
+    EVENT_KIND_SAN_STEP: _ClassVar[EventKind]
+    EVENT_KIND_SPIKE_ACTION: _ClassVar[EventKind]
 VM_STATE_UNSPECIFIED: VmState
 VM_STATE_RUNNING: VmState
 VM_STATE_PAUSED: VmState
@@ -78,6 +80,8 @@ EVENT_KIND_MIGRATION_STARTED: EventKind
 EVENT_KIND_MIGRATION_PROGRESS: EventKind
 EVENT_KIND_MIGRATION_FINISHED: EventKind
 EVENT_KIND_WORKLOAD_SET: EventKind
+EVENT_KIND_SAN_STEP: EventKind
+EVENT_KIND_SPIKE_ACTION: EventKind
 
 class Workload(_message.Message):
     __slots__ = ("cpu_load", "wss_mib", "dirty_mib_s", "dirty_max")

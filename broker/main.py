@@ -1,0 +1,106 @@
+"""cellbed-broker: a MASB Broker Agent over gRPC (+ MQTT for node reports)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import signal
+import tomllib
+
+from cellbed import rpc
+from cellbed.broker.agent import BrokerAgent, BrokerServicer
+from cellbed.broker.select import BrokerParams
+from cellbed.daemon.peers import PeerDirectory
+from cellbed.errors import InvalidArgument, check_range
+from cellbed.masb.decisions import DecisionLog
+from cellbed.runtime.clock import RealClock
+from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.v1 import masb_pb2, masb_pb2_grpc
+
+log = logging.getLogger("cellbed.broker")
+SERVICE = masb_pb2.DESCRIPTOR.services_by_name["BrokerAgent"].full_name
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerConfig:
+    name: str = "ba1"
+    address: str = "127.0.0.1"
+    grpc_port: int = 50061                 # 0 = pick a free port
+    cell: str = "cell"
+    mqtt_host: str = ""                    # node reports arrive over MQTT; "" = gRPC reports only
+    mqtt_port: int = 1883
+    peers: str = ""                        # other brokers: "name=host:port,..."
+    peers_file: str = ""                   # the cell's hosts (AllocateTask launches on them)
+    sync_period_s: float = 30.0
+    seed: int = 0
+    decision_log: str = ""
+    params: dict = dataclasses.field(default_factory=dict)   # BrokerParams overrides
+
+    @classmethod
+    def load(cls, path: str) -> "BrokerConfig":
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        known = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(data) - known)
+        if bad:
+            raise InvalidArgument(f"{path}: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
+        cfg = cls(**data)
+        check_range("grpc_port", cfg.grpc_port, 0, 65535)
+        check_range("sync_period_s", cfg.sync_period_s, 0.01, 86400, "s")
+        cfg.broker_params()
+        return cfg
+
+    def broker_params(self) -> BrokerParams:
+        known = {f.name for f in dataclasses.fields(BrokerParams)}
+        bad = sorted(set(self.params) - known)
+        if bad:
+            raise InvalidArgument(f"params: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
+        p = BrokerParams(**self.params)
+        check_range("params.candidate_count", p.candidate_count, 1, 10_000)
+        check_range("params.realloc_scan_limit", p.realloc_scan_limit, 1, 10_000_000)
+        check_range("params.initial_scan_limit", p.initial_scan_limit, 1, 10_000_000)
+        check_range("params.node_expiry_s", p.node_expiry_s, 0.01, 86400 * 30, "s")
+        return p
+
+    def peer_targets(self) -> dict[str, str]:
+        return dict(item.partition("=")[::2] for item in filter(None, self.peers.split(",")))
+
+
+async def serve(cfg: BrokerConfig) -> None:
+    clock = RealClock()
+    peers = cfg.peer_targets()
+    hosts = PeerDirectory(cfg.peers_file)
+    transport = GrpcTransport(lambda n: peers.get(n) or hosts.get(n).target, clock, cfg.mqtt_host, cfg.mqtt_port,
+                              name=cfg.name)
+    agent = BrokerAgent(cfg.name, transport, clock, seed=cfg.seed, params=cfg.broker_params(), peers=list(peers),
+                        cell=cfg.cell, sync_period_s=cfg.sync_period_s,
+                        decisions=DecisionLog(cfg.decision_log, clock=clock, who=cfg.name))
+    server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}", [
+        (masb_pb2_grpc.add_BrokerAgentServicer_to_server, BrokerServicer(agent), SERVICE)])
+    await server.start()
+    await agent.start(subscribe=bool(cfg.mqtt_host))
+    await rpc.set_serving(health, [SERVICE])
+    log.info("broker %s serving on %s:%d", cfg.name, cfg.address, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop(grace=2)
+    await agent.stop()
+    await transport.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="cellbed-broker", description=__doc__)
+    ap.add_argument("--config", required=True, help="broker TOML config")
+    ap.add_argument("--log-level", default=os.environ.get("CELLBED_LOG", "INFO"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(BrokerConfig.load(args.config)))
+
+
+if __name__ == "__main__":
+    main()

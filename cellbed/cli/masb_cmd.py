@@ -1,0 +1,87 @@
+"""cellctl commands for MASB: `broker cache` (what a broker believes) and `san` (active and
+recent negotiations on each host)."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from cellbed import errors
+from cellbed.runtime.clock import RealClock
+from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb
+
+ASR_NAMES = {v: k.replace("ASR_CLASS_", "") for k, v in cpb.AsrClass.items()}
+
+
+def _main():
+    from cellbed.cli import main as m   # late: main imports this module
+    return m
+
+
+def _transport() -> GrpcTransport:
+    return GrpcTransport(lambda n: n, RealClock())
+
+
+async def cmd_broker_cache(args) -> None:
+    m = _main()
+    target = args.broker
+    if not target:
+        target = m.Cell(args).state.get("broker", "")
+        if not target:
+            raise errors.NotFound(f"cell {args.cell} runs no broker (start it with `cellctl cell up --san`), "
+                                  "or give --broker HOST:PORT")
+    t = _transport()
+    try:
+        r = await t.request(target, "BrokerAgent/ListCache", mpb.ListCacheRequest(), timeout=10)
+    finally:
+        await t.close()
+    rows = [{"node": e.report.host, "age_s": f"{e.age_s:.1f}",
+             "cpu_cap": f"{e.report.capacity.cpu_cores:.2f}", "mem_cap": f"{e.report.capacity.mem_mib:.0f}",
+             "cpu_used": f"{e.report.used.cpu_cores:.2f}", "mem_used": f"{e.report.used.mem_mib:.0f}",
+             "cpu_req": f"{e.report.requested.cpu_cores:.2f}", "tasks": e.report.task_count,
+             "class": ASR_NAMES.get(e.report.asr_class, "?")} for e in r.entries]
+    text = (f"broker {r.broker}: {len(r.entries)} node(s), expiry {r.node_expiry_s:g} s\n"
+            + m.table(rows, ["node", "age_s", "cpu_cap", "mem_cap", "cpu_used", "mem_used", "cpu_req", "tasks", "class"])
+            + "\ncounters: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items())))
+    m.emit(args, m.msg_dict(r), text)
+
+
+async def cmd_san(args) -> None:
+    m = _main()
+    c = m.Cell(args)
+    t = _transport()
+
+    async def one(h):
+        hs = c.hosts[h]
+        try:
+            return await t.request(f"{hs['address']}:{hs['grpc_port']}", "San/ListNegotiations",
+                                   mpb.ListNegotiationsRequest(limit=args.limit), timeout=10)
+        except errors.CellbedError as e:
+            return e
+    try:
+        res = await asyncio.gather(*(one(h) for h in c.hosts))
+    finally:
+        await t.close()
+    data, lines = [], []
+    for h, r in zip(c.hosts, res):
+        if isinstance(r, errors.CellbedError):
+            lines.append(f"{h}: {r}")
+            data.append({"host": h, "error": str(r)})
+            continue
+        data.append(m.msg_dict(r))
+        rows = [{"san_id": n.san_id, "vm": n.vm, "state": n.state, "target": n.target,
+                 "started": time.strftime("%H:%M:%S", time.localtime(n.started_unix_s)),
+                 "steps": " > ".join(s.kind for s in n.steps)} for n in r.negotiations]
+        lines.append(f"{h}: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items())))
+        lines.append(m.table(rows, ["san_id", "vm", "state", "target", "started", "steps"]))
+    m.emit(args, data, "\n".join(lines))
+
+
+def register(sub) -> None:
+    bp = sub.add_parser("broker", help="MASB broker agents").add_subparsers(dest="sub", required=True)
+    p = bp.add_parser("cache", help="what a broker believes: node, age, capacity, used, class")
+    p.add_argument("--broker", default="", help="HOST:PORT (default: the cell's broker)")
+    p.set_defaults(fn=cmd_broker_cache)
+    p = sub.add_parser("san", help="active and recent SAN negotiations on each host")
+    p.add_argument("--limit", type=int, default=20, help="recent negotiations per host")
+    p.set_defaults(fn=cmd_san)

@@ -1,0 +1,243 @@
+"""MASB end to end in a small model cell: real NodeAgent + SanAgent + BrokerAgent code on the
+model backend, in-process transport, virtual time. Failure paths: unreachable broker, silent
+candidate, failing migrations, expiry of nodes that stop reporting, bad input."""
+import asyncio
+import random
+
+import pytest
+
+from cellbed import errors
+from cellbed.broker.agent import BrokerAgent, BrokerServicer
+from cellbed.broker.select import BrokerParams
+from cellbed.daemon.agent import spec_pb
+from cellbed.daemon.hypervisor import VmSpec
+from cellbed.daemon.san import SanAgent, SanConfig, SanServicer
+from cellbed.model.hypervisor import ModelFabric
+from cellbed.model.node import model_config, model_host
+from cellbed.runtime import InProcNetwork, VirtualClock, run_virtual
+from cellbed.runtime.rng import agent_rng
+from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, node_pb2 as pb
+
+CFG = SanConfig(window_s=5.0, report_period_s=10.0)
+
+
+class Cell:
+    """4 hosts of 4 cores / 8 GiB, 2 brokers; h1 gets the tasks."""
+
+    async def build(self, failure_prob=0.0, san=CFG, brokers=2, hung=()):
+        self.clock = VirtualClock()
+        self.net = InProcNetwork(self.clock, latency_s=0.001, seed=1)
+        self.fabric = ModelFabric(self.clock, migration_failure_prob=failure_prob, seed=1)
+        self.brokers = []
+        names = [f"ba{i}" for i in range(brokers)]
+        for n in names:
+            b = BrokerAgent(n, self.net.transport(n), self.clock, seed=1, peers=names, sync_period_s=20.0,
+                            params=BrokerParams(node_expiry_s=60.0))
+            await b.start()
+            self.net.serve(n, "BrokerAgent", BrokerServicer(b))
+            self.brokers.append(b)
+        self.hosts, self.sans = {}, {}
+        for i in range(1, 5):
+            name = f"h{i}"
+            h = await model_host(self.net, self.fabric, model_config(name, 4.0, 8192, monitor_period_s=10.0))
+            s = SanAgent(h.agent, self.net.transport(name), self.clock, agent_rng(1, name), san, names)
+            s.start()
+            self.net.serve(name, "San", Hung(s, self.clock) if name in hung else SanServicer(s))
+            s.publish_report()
+            self.hosts[name], self.sans[name] = h, s
+        self.cli = self.net.transport("cli")
+        return self
+
+    async def start(self, host, name, cpu=0.5, mem=1024):
+        spec = VmSpec(name=name, mem_mib=mem, vcpus=1, cpu_load=cpu, wss_mib=mem // 2)
+        await self.cli.request(host, "NodeAgent/StartVm", pb.StartVmRequest(spec=spec_pb(spec)))
+
+    async def quiesce(self):
+        """Stop starting SANs and let those in flight finish (virtual time)."""
+        import dataclasses
+        for s in self.sans.values():
+            s.cfg = dataclasses.replace(s.cfg, enabled=False)
+        while any(s.active for s in self.sans.values()):
+            await self.clock.sleep(1.0)
+
+    def holders(self, name):
+        return [h for h, x in self.hosts.items() if name in x.agent.vms]
+
+    async def stop(self):
+        for s in self.sans.values():
+            await s.stop()
+        for h in self.hosts.values():
+            await h.agent.stop()
+        for b in self.brokers:
+            await b.stop()
+
+
+class Hung(SanServicer):
+    """A candidate that never answers step 3 (a peer stuck behind a partition)."""
+
+    def __init__(self, san, clock):
+        super().__init__(san)
+        self.clock = clock
+
+    async def RequestTaskMigration(self, request, context):
+        await self.clock.sleep(3600)
+
+
+def run(coro):
+    return run_virtual(coro)
+
+
+async def overload_h1(c: Cell, n=8, cpu=0.6):
+    for i in range(n):                                  # 8 × 0.6 = 4.8 cores on a 4-core host
+        await c.start("h1", f"t{i}", cpu=cpu)
+
+
+def test_overload_is_shed_by_negotiation_in_order():
+    async def main():
+        c = await Cell().build()
+        await overload_h1(c)
+        await c.clock.sleep(120)
+        s1 = c.sans["h1"]
+        used = c.hosts["h1"].agent.used()
+        negs = [n for n in s1.recent if n.state == "migrated"]
+        kinds = [s.kind for s in negs[0].steps]
+        lost = [f"t{i}" for i in range(8) if len(c.holders(f"t{i}")) != 1]
+        out = (used, len(negs), kinds, lost, dict(s1.counters), c.fabric.migrations)
+        await c.stop()
+        return out
+    used, migrated, kinds, lost, counters, moves = run(main())
+    assert used[0] <= 0.9 * 4.0                        # h1 no longer overloaded
+    assert migrated >= 2 and moves == migrated         # 4.8 cores - 2 × 0.6 = 3.6 ≤ 3.6
+    order = [kinds.index(k) for k in ("scs", "candidates", "request", "acceptance", "process", "migrated", "done")]
+    assert order == sorted(order), kinds
+    assert not lost
+    assert counters["sans_started"] >= migrated and counters["acceptances"] >= migrated
+    assert counters["bytes_moved"] > 0
+
+
+def test_unreachable_broker_is_skipped_for_another():
+    async def main():
+        c = await Cell().build()
+        c.net.set_down("ba0")
+        await overload_h1(c)
+        await c.clock.sleep(120)
+        out = (dict(c.sans["h1"].counters), c.hosts["h1"].agent.used())
+        await c.stop()
+        return out
+    counters, used = run(main())
+    assert counters["broker_unreachable"] >= 1
+    assert counters["sans_migrated"] >= 1 and used[0] <= 3.6
+
+
+def test_silent_candidate_counts_as_rejection_when_the_window_closes():
+    async def main():
+        c = await Cell().build(hung=("h2",))
+        await overload_h1(c)
+        await c.clock.sleep(120)
+        s1 = c.sans["h1"]
+        rej = [s for n in s1.recent for s in n.steps if s.kind == "rejection" and s.host == "h2"]
+        window = [(n.steps[[s.kind for s in n.steps].index("request")].unix_s, s.unix_s)
+                  for n in s1.recent for s in n.steps if s.kind == "rejection" and s.host == "h2"]
+        out = (dict(s1.counters), rej, window, [c.holders(f"t{i}") for i in range(8)])
+        await c.stop()
+        return out
+    counters, rej, window, holders = run(main())
+    assert rej and all("no_answer" in s.detail for s in rej)
+    assert all(t1 - t0 == pytest.approx(5.0, abs=0.1) for t0, t1 in window)   # the 5 s window, in virtual time
+    assert counters["rejections_no_answer"] >= 1 and counters["sans_migrated"] >= 1
+    assert all(len(h) == 1 and h != ["h2"] for h in holders)
+
+
+def test_failed_migrations_keep_the_vm_at_its_source():
+    async def main():
+        c = await Cell().build(failure_prob=1.0)
+        await overload_h1(c)
+        await c.clock.sleep(60)
+        await c.quiesce()
+        s1 = c.sans["h1"]
+        out = (dict(s1.counters), [c.holders(f"t{i}") for i in range(8)],
+               [len(h.agent.incoming) for h in c.hosts.values()],
+               [r.outcome for r in c.hosts["h1"].agent.records])
+        await c.stop()
+        return out
+    counters, holders, incoming, outcomes = run(main())
+    assert counters["migrations_failed"] >= 2 and counters.get("migrations_succeeded", 0) == 0
+    assert all(h == ["h1"] for h in holders)            # nothing lost, nothing duplicated
+    assert incoming == [0, 0, 0, 0]                    # every reservation released
+    assert set(outcomes) == {pb.MIGRATION_OUTCOME_FAILED}
+    # the SAN went on to the next candidate after a failure
+    assert counters["migrations_failed"] > counters["sans_started"] - counters.get("sans_gave-up", 0) - 1
+
+
+def test_a_node_that_stops_reporting_leaves_the_candidates_after_expiry():
+    async def main():
+        c = await Cell().build()
+        c.net.set_down("h3")                           # no more reports (nor answers) from h3
+        await c.clock.sleep(90)                        # expiry is 60 s
+        task = mpb.TaskInfo(name="x", used=cpb.Resources(cpu_cores=0.1, mem_mib=10),
+                            requested=cpb.Resources(cpu_cores=0.1, mem_mib=10))
+        r = await c.cli.request("ba0", "BrokerAgent/GetCandidateNodes",
+                                mpb.GetCandidateNodesRequest(task=task, src_host="h1"))
+        lc = await c.cli.request("ba0", "BrokerAgent/ListCache", mpb.ListCacheRequest())
+        await c.stop()
+        return [x.host for x in r.recommendations], [e.report.host for e in lc.entries]
+    cands, cached = run(main())
+    assert "h3" not in cands and "h3" not in cached
+    assert set(cands) == {"h2", "h4"}
+
+
+def test_bad_san_input_gets_the_right_status():
+    async def main():
+        c = await Cell().build()
+        await c.start("h1", "t0")
+        out = []
+        for method, req in [
+            ("San/RequestTaskMigration", mpb.TaskMigrationRequest(src_host="h1", task=mpb.TaskInfo(name="t"))),
+            ("San/RequestTaskMigration", mpb.TaskMigrationRequest(san_id="s", src_host="h1", task=mpb.TaskInfo(
+                name="t", used=cpb.Resources(cpu_cores=float("nan"))))),
+            ("San/ProcessTaskMigration", mpb.TaskMigrationProcessRequest(
+                san_id="s", src_host="h1", migration_id="m", task=mpb.TaskInfo(name="t"),
+                spec=pb.VmSpec(name="other", mem_mib=64))),
+            ("San/NegotiateTask", mpb.NegotiateTaskRequest(name="nope")),
+            ("BrokerAgent/GetCandidateNodes", mpb.GetCandidateNodesRequest(task=mpb.TaskInfo(
+                name="t", used=cpb.Resources(cpu_cores=-1.0)))),
+        ]:
+            try:
+                await c.cli.request("h2" if method.startswith("San/") and "Negotiate" not in method else
+                                    ("h1" if "Negotiate" in method else "ba0"), method, req)
+                out.append(None)
+            except errors.CellbedError as e:
+                out.append((type(e).__name__, str(e)))
+        await c.stop()
+        return out
+    res = run(main())
+    assert res[0][0] == "InvalidArgument" and "san_id" in res[0][1]
+    assert res[1][0] == "InvalidArgument" and "out of range" in res[1][1]
+    assert res[2][0] == "InvalidArgument" and "spec.name" in res[2][1]
+    assert res[3][0] == "NotFound" and "nope" in res[3][1]
+    assert res[4][0] == "InvalidArgument" and "task.used" in res[4][1]
+
+
+def test_negotiate_task_moves_one_task_on_request():
+    async def main():
+        c = await Cell().build()
+        await c.start("h1", "solo", cpu=0.2)
+        r = await c.cli.request("h1", "San/NegotiateTask", mpb.NegotiateTaskRequest(name="solo"))
+        out = (r.negotiation.state, r.negotiation.target, c.holders("solo"))
+        await c.stop()
+        return out
+    state, tgt, holders = run(main())
+    assert state == "migrated" and holders == [tgt] and tgt in ("h2", "h3", "h4")
+
+
+def test_brokers_sync_newest_wins():
+    async def main():
+        c = await Cell().build()
+        await c.clock.sleep(1.0)                                   # the initial reports arrive
+        c.brokers[1].cache = type(c.brokers[1].cache)(60.0)      # ba1 forgets everything
+        taken = await c.brokers[1].sync_with("ba0")
+        hosts = sorted(r.host for r in c.brokers[1].cache.entries())
+        await c.stop()
+        return taken, hosts
+    taken, hosts = run(main())
+    assert taken == 4 and hosts == ["h1", "h2", "h3", "h4"]

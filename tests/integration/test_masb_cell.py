@@ -1,0 +1,159 @@
+"""MASB on the real single-box cell: host h1 is driven into overload by raising its guests'
+load; SAN selects tasks, gets candidates from the broker, negotiates with the other node
+agents and really live-migrates until no host is overloaded."""
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cellbed.client import NodeClient
+from cellbed.runtime.clock import RealClock
+from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, node_pb2 as pb
+from cellbed.cell import cell as cellmod
+from tests.conftest import wait_until
+from tests.integration.conftest import _can_run_cells
+
+pytestmark = pytest.mark.integration
+
+HOST_CPU = 0.6          # cores per host (cgroup quota)
+MAX_UTIL = 0.9          # overloaded above 0.54 cores
+LOAD = 0.35             # per guest after the raise: two of them saturate h1, one fits anywhere
+
+
+@pytest.fixture(scope="module")
+def masb_cell(state_root):
+    why = _can_run_cells()
+    if why:
+        pytest.fail(f"integration cell cannot run: {why}")
+    try:
+        st = cellmod.up("ms", 3, subnet="10.231.13.0/24", host_cpus=[HOST_CPU], host_mem_mib=[1024],
+                        root=state_root, monitor_period_s=2.0,
+                        san={"report_period_s": 2.0, "window_s": 5.0, "max_util": MAX_UTIL, "boot_grace_s": 15.0,
+                             "log_scs_rate": 1.0, "log_scoring_rate": 1.0, "log_target_rate": 1.0})
+    except BaseException:
+        cellmod.down("ms", state_root)      # up records before it creates: remove what it made
+        raise
+    try:
+        yield st
+    finally:
+        cellmod.down("ms", state_root)
+
+
+def target(cell, h):
+    d = cell["hosts"][h]
+    return f"{d['address']}:{d['grpc_port']}"
+
+
+async def call(cell, host, method, req, timeout=30):
+    async with NodeClient(target(cell, host), host) as c:
+        return await c.call(method, req, timeout=timeout)
+
+
+async def where(cell) -> dict:
+    out = {}
+    for h in cell["hosts"]:
+        for v in (await call(cell, h, "ListVms", pb.ListVmsRequest())).vms:
+            out.setdefault(v.spec.name, []).append((h, v))
+    return out
+
+
+async def san_request(cell, host, method, req):
+    t = GrpcTransport(lambda n: n, RealClock())
+    try:
+        return await t.request(target(cell, host), method, req, timeout=10)
+    finally:
+        await t.close()
+
+
+async def test_broker_and_san_services_are_serving(masb_cell):
+    async with grpc.aio.insecure_channel(masb_cell["broker"]) as ch:
+        h = await health_pb2_grpc.HealthStub(ch).Check(
+            health_pb2.HealthCheckRequest(service="cellbed.v1.BrokerAgent"), timeout=5)
+    assert h.status == health_pb2.HealthCheckResponse.SERVING
+    async with grpc.aio.insecure_channel(target(masb_cell, "h2")) as ch:
+        h = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="cellbed.v1.San"),
+                                                       timeout=5)
+    assert h.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_broker_cache_is_fed_by_node_reports(masb_cell):
+    async def cache():
+        t = GrpcTransport(lambda n: n, RealClock())
+        try:
+            r = await t.request(masb_cell["broker"], "BrokerAgent/ListCache", mpb.ListCacheRequest(), timeout=5)
+        finally:
+            await t.close()
+        return r if len(r.entries) == 3 else None
+    r = await wait_until(cache, 60, "the broker's cache to hold all three hosts")
+    assert sorted(e.report.host for e in r.entries) == ["h1", "h2", "h3"]
+    for e in r.entries:
+        assert e.report.capacity.cpu_cores == pytest.approx(HOST_CPU)
+        assert 0 <= e.age_s < r.node_expiry_s
+
+
+async def test_bad_san_messages_are_invalid_argument(masb_cell):
+    from cellbed import errors
+    with pytest.raises(errors.InvalidArgument, match="task.name"):
+        await san_request(masb_cell, "h2", "San/RequestTaskMigration",
+                          mpb.TaskMigrationRequest(san_id="x", src_host="h1", task=mpb.TaskInfo()))
+    with pytest.raises(errors.InvalidArgument, match="out of range"):
+        await san_request(masb_cell, "h2", "San/RequestTaskMigration", mpb.TaskMigrationRequest(
+            san_id="x", src_host="h1", task=mpb.TaskInfo(name="t", used=cpb.Resources(cpu_cores=-1))))
+
+
+async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
+    cell = masb_cell
+    for name in ("ov1", "ov2"):
+        w = pb.Workload(cpu_load=0.02, wss_mib=16)
+        await call(cell, "h1", "StartVm", pb.StartVmRequest(spec=pb.VmSpec(name=name, mem_mib=128, vcpus=1,
+                                                                            workload=w)), timeout=180)
+    before = {n: vs[0][1].heartbeat for n, vs in (await where(cell)).items()}
+    assert set(before) == {"ov1", "ov2"}
+    # raise the guests' load: together they want 0.70 cores on a 0.60-core host
+    for name in ("ov1", "ov2"):
+        await call(cell, "h1", "SetWorkload", pb.SetWorkloadRequest(name=name, workload=pb.Workload(cpu_load=LOAD)))
+
+    async def migrated():
+        recs = (await call(cell, "h1", "ListMigrations", pb.ListMigrationsRequest())).records
+        return [r for r in recs if r.outcome == pb.MIGRATION_OUTCOME_SUCCEEDED] or None
+    recs = await wait_until(migrated, 240, "SAN to migrate a VM off h1")
+    r = recs[0]
+    assert r.src == "h1" and r.dst in ("h2", "h3") and r.vm in ("ov1", "ov2")
+    assert r.data_total_bytes > 0 and r.heartbeat_after > r.heartbeat_before and r.integrity_bad == 0
+
+    # the negotiation, in order: SCS -> candidates -> acceptance(s) -> process -> migrated
+    negs = (await san_request(cell, "h1", "San/ListNegotiations", mpb.ListNegotiationsRequest())).negotiations
+    done = [n for n in negs if n.state == "migrated"]
+    assert done, [(n.vm, n.state, [s.kind for s in n.steps]) for n in negs]
+    kinds = [s.kind for s in done[0].steps]
+    order = [kinds.index(k) for k in ("scs", "candidates", "request", "acceptance", "process", "migrated")]
+    assert order == sorted(order), kinds
+    assert done[0].target == r.dst
+    times = [s.unix_s for s in done[0].steps]
+    assert times == sorted(times)
+
+    # no host stays overloaded; no VM lost or duplicated; both guests kept running
+    async def settled():
+        states = [(await call(cell, h, "GetHostState", pb.GetHostStateRequest())).state for h in cell["hosts"]]
+        over = [s.host for s in states if s.cpu_used_cores > MAX_UTIL * HOST_CPU]
+        return states if not over else None
+    await wait_until(settled, 120, "no host above max_util")
+    loc = await where(cell)
+    assert sorted(loc) == ["ov1", "ov2"] and all(len(v) == 1 for v in loc.values()), loc
+    for name, [(h, v)] in loc.items():
+        assert v.state == pb.VM_STATE_RUNNING
+
+        async def alive(h=h, name=name):
+            vm = {x.spec.name: x for x in (await call(cell, h, "ListVms", pb.ListVmsRequest())).vms}[name]
+            return vm.heartbeat > before[name]
+        await wait_until(alive, 30, f"{name}'s heartbeat to advance on {h}")
+    # the broker answered the candidate request and counted it
+    t = GrpcTransport(lambda n: n, RealClock())
+    try:
+        lc = await t.request(cell["broker"], "BrokerAgent/ListCache", mpb.ListCacheRequest(), timeout=5)
+    finally:
+        await t.close()
+    assert lc.counters["candidate_requests"] >= 1 and lc.counters["candidates_returned"] >= 1
+    for name in ("ov1", "ov2"):
+        for h, _ in (await where(cell)).get(name, []):
+            await call(cell, h, "StopVm", pb.StopVmRequest(name=name), timeout=60)
