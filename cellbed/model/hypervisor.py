@@ -172,8 +172,8 @@ class ModelHypervisor:
         return t
 
     async def start(self, spec: VmSpec) -> None:
-        if name_taken := self.fabric.where(spec.name):
-            raise errors.AlreadyExists(f"model task {spec.name!r} already exists on {', '.join(name_taken)}")
+        if (taken := self.fabric.location.get(spec.name)) is not None:   # O(1): where() scans every host
+            raise errors.AlreadyExists(f"model task {spec.name!r} already exists on {taken}")
         now = self.clock.monotonic()
         t = ModelTask(spec=spec, boot_id=f"{self.fabric.rng.getrandbits(64):016x}", started=now, last_t=now)
         t.usage_from_spec()
