@@ -22,6 +22,7 @@ import uuid
 from cellbed import errors
 from cellbed.accel import probe
 from cellbed.cell import procs
+from cellbed.cell import ssh as sshmod
 from cellbed.cgroups import HostCgroup, remove_empty_parents
 from cellbed.daemon.config import NodeConfig, to_toml
 
@@ -219,13 +220,21 @@ def _health_ok(target: str, timeout: float = 2.0, service: str = "cellbed.v1.Nod
 
 def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: str = "10.231.0.0/24",
        host_cpus: list[float] = (0.5,), host_mem_mib: list[int] = (1024,), root: str = DEFAULT_STATE_ROOT,
-       guest_dir: str = DEFAULT_GUEST_DIR, monitor_period_s: float = 5.0, ready_timeout_s: float = 120.0) -> dict:
+       guest_dir: str = DEFAULT_GUEST_DIR, monitor_period_s: float = 5.0, ready_timeout_s: float = 120.0,
+       ssh: bool = False, bare: bool = False) -> dict:
+    """*ssh*: an sshd on every host (cellbed/cell/ssh.py); *bare* (needs *ssh*): hosts without
+    libvirtd, node daemon or mosquitto, for a playbook to provision."""
     plan = CellPlan.build(name, n_hosts, subnet, list(host_cpus), list(host_mem_mib))
+    if bare and not ssh:
+        raise errors.InvalidArgument("bare hosts are only reachable over SSH: give ssh=True (--ssh) with bare")
     choice = probe(accel)
     sdir = state_dir(name, root)
     if load_state(name, root) is not None:
         raise errors.AlreadyExists(f"cell {name!r} already exists ({sdir}); run `cellctl cell down --name {name}` first")
-    _preflight(guest_dir)
+    if not bare:
+        _preflight(guest_dir)
+    if ssh and sshmod.preflight():
+        raise errors.FailedPrecondition(f"missing {', '.join(sshmod.preflight())}: run ./cellbed.sh setup")
     _check_subnet_free(plan.subnet)
     os.makedirs(sdir, exist_ok=True)
     max_cpu = max(h.cpu_cores for h in plan.hosts)
@@ -237,6 +246,8 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
         "hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT, "netns": h.netns,
                            "cpu_cores": h.cpu_cores, "mem_mib": h.mem_mib} for h in plan.hosts},
         "resources": [{"kind": "dir", "path": sdir}]})
+    if bare:
+        rec.state.update(bare=True, mqtt="")
     t0 = time.monotonic()
     try:
         rec.add(kind="link", name=plan.bridge)
@@ -249,12 +260,24 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
         peers_file = os.path.join(sdir, "peers.json")
         with open(peers_file, "w") as f:
             json.dump({"hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT} for h in plan.hosts}}, f)
-        _start_mosquitto(rec, sdir, plan.bridge_address)
+        if ssh:
+            rec.add(kind="dir", path=sshmod.ssh_dir(sdir))
+            rec.state["ssh"] = sshmod.make_cell_keys(sdir, name)
+            for hs in rec.state["hosts"].values():
+                hs["ssh_port"] = sshmod.SSH_PORT
+        if not bare:
+            _start_mosquitto(rec, sdir, plan.bridge_address)
         for h in plan.hosts:
             _up_host(rec, sdir, plan, h, choice.accel, hosts_file, peers_file, guest_dir, monitor_period_s,
-                     h.cpu_cores / max_cpu, h.mem_mib / max_mem)
+                     h.cpu_cores / max_cpu, h.mem_mib / max_mem, ssh=ssh, bare=bare)
+        if ssh:
+            sshmod.write_client_files(rec.state["ssh"], rec.state["hosts"])
+            late = sshmod.wait_sshd([h.address for h in plan.hosts], ready_timeout_s)
+            if late:
+                raise errors.DeadlineExceeded(f"sshd not listening after {ready_timeout_s:.0f} s on "
+                                              f"{', '.join(late)} (logs in {sdir}/<host>/logs/sshd.log)")
         deadline = time.monotonic() + ready_timeout_s
-        pending = {h.name: f"{h.address}:{GRPC_PORT}" for h in plan.hosts}
+        pending = {} if bare else {h.name: f"{h.address}:{GRPC_PORT}" for h in plan.hosts}
         while pending:
             for hn, target in list(pending.items()):
                 if _health_ok(target):
@@ -284,7 +307,8 @@ def _start_mosquitto(rec: Recorder, sdir: str, address: str) -> None:
 
 
 def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, hosts_file: str,
-             peers_file: str, guest_dir: str, monitor_period_s: float, cpu_norm: float, mem_norm: float) -> None:
+             peers_file: str, guest_dir: str, monitor_period_s: float, cpu_norm: float, mem_norm: float,
+             ssh: bool = False, bare: bool = False) -> None:
     hdir = os.path.join(sdir, h.name)
     os.makedirs(hdir, exist_ok=True)
     _libvirt_files(hdir, h)
@@ -309,8 +333,9 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
     with open(os.path.join(hdir, "node.toml"), "w") as f:
         f.write(to_toml(cfg))
     procs_files = [os.path.join(p, "cgroup.procs") for p in dict.fromkeys(cg.paths.values())]
+    extra = sshmod.prepare_host(sdir, hdir, h.name, h.address, bare) if ssh else {}
     with open(os.path.join(hdir, "host.json"), "w") as f:
-        json.dump({"name": h.name, "dir": hdir, "hosts_file": hosts_file, "cgroup_procs": procs_files}, f)
+        json.dump({"name": h.name, "dir": hdir, "hosts_file": hosts_file, "cgroup_procs": procs_files, **extra}, f)
     res = rec.add(kind="process", name=f"{h.name}-namespace", host_dir=hdir)
     p = subprocess.Popen(["nsenter", f"--net=/run/netns/{h.netns}", "unshare", "--mount", "--uts", "--propagation", "private",
                           "--fork", "--kill-child=SIGTERM", "--", sys.executable, "-m", "cellbed.cell.hostinit", hdir],
@@ -341,7 +366,7 @@ def down(name: str = "default", root: str = DEFAULT_STATE_ROOT) -> list[str]:
                 hp = _host_pids(res["host_dir"])
                 if "hostinit" in hp and procs.stop(hp["hostinit"], timeout_s=40):  # orderly: domains, libvirtd
                     removed.append(f"process {res['name']} hostinit {hp['hostinit']['pid']}")
-                for key in ("node", "libvirtd"):
+                for key in ("node", "libvirtd", "sshd"):
                     if key in hp and procs.kill(hp[key]):
                         removed.append(f"process {res['name']} {key} {hp[key]['pid']}")
             if "pid" in res and procs.stop(res, timeout_s=10):

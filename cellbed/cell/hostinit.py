@@ -28,6 +28,9 @@ def _bind(src: str, dst: str) -> None:
 def setup_mounts(hd: dict) -> None:
     root = hd["dir"]
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run"], check=True)
+    if hd.get("overlays"):   # a bare host, provisioned over SSH (cellbed/cell/ssh.py)
+        from cellbed.cell.ssh import mount_private
+        mount_private(hd["overlays"], hd.get("keep_shared", []))
     for sub, target in (("etc-libvirt", "/etc/libvirt"), ("var-lib-libvirt", "/var/lib/libvirt"),
                         ("var-log-libvirt", "/var/log/libvirt"), ("var-cache-libvirt", "/var/cache/libvirt")):
         os.makedirs(target, exist_ok=True)
@@ -69,6 +72,16 @@ def main() -> None:
         with open(tmp, "w") as f:
             json.dump(pids, f)
         os.replace(tmp, os.path.join(hostdir, "pids.json"))
+
+    sshd: subprocess.Popen | None = None
+    if hd.get("sshd"):   # cellctl cell up --ssh: an sshd on this host's address, in its cgroup
+        from cellbed.cell.ssh import run_bare, start_sshd
+        sshd = start_sshd(hd, os.path.join(logs, "sshd.log"), preexec_fn=join_cgroup)
+        pids["sshd"] = proc_identity(sshd.pid)
+        save()
+        if hd.get("bare"):   # no libvirtd, no node daemon: a playbook provisions them through sshd
+            run_bare(sshd)
+            return
 
     libvirtd = subprocess.Popen(["libvirtd", "--listen", "-f", "/etc/libvirt/libvirtd.conf"],
                                 stdout=open(os.path.join(logs, "libvirtd.log"), "ab"), stderr=subprocess.STDOUT,
@@ -121,6 +134,9 @@ def main() -> None:
         libvirtd.wait(timeout=15)
     except subprocess.TimeoutExpired:
         libvirtd.kill()
+    if sshd is not None:
+        sshd.terminate()
+        sshd.wait(timeout=10)
 
 
 if __name__ == "__main__":

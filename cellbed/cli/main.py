@@ -85,10 +85,29 @@ def cmd_cell_up(args) -> None:
     st = cellmod.up(args.cell, args.hosts, accel=args.accel, subnet=args.subnet,
                     host_cpus=[float(x) for x in args.host_cpus.split(",")],
                     host_mem_mib=[int(x) for x in args.host_mem_mib.split(",")], root=args.state_root,
-                    monitor_period_s=args.monitor_period_s)
+                    monitor_period_s=args.monitor_period_s, ssh=args.ssh or args.bare, bare=args.bare)
     rows = [{"host": h, **{k: v for k, v in d.items() if k != "netns"}} for h, d in st["hosts"].items()]
     emit(args, st, f"cell {st['name']} up in {st['up_seconds']} s; accel {st['accel']} ({st['accel_reason']}); "
-                   f"mqtt {st['mqtt']}\n" + table(rows, ["host", "address", "grpc_port", "cpu_cores", "mem_mib"]))
+                   f"mqtt {st['mqtt']}\n" + table(rows, ["host", "address", "grpc_port", "cpu_cores", "mem_mib"])
+                   + (f"\nssh: ssh -F {st['ssh']['config']} {next(iter(st['hosts']))}" if st.get("ssh") else ""))
+
+
+def cmd_cell_inventory(args) -> None:
+    from cellbed.cell.ssh import inventory, inventory_yaml
+    st = cellmod.load_state(args.cell, args.state_root)
+    if st is None:
+        raise errors.NotFound(f"no cell {args.cell!r} under {args.state_root}: run `cellctl cell up --ssh` first")
+    try:
+        inv = inventory(st, mqtt_host=args.mqtt_host)
+    except ValueError as e:
+        raise errors.FailedPrecondition(str(e)) from None
+    text = json.dumps(inv, indent=1) if args.json else inventory_yaml(inv)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        print(text, end="")
 
 
 def cmd_cell_down(args) -> None:
@@ -271,7 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-cpus", default="0.5", help="CPU capacity per host, cores (one value or one per host)")
     p.add_argument("--host-mem-mib", default="1024", help="guest memory capacity per host, MiB")
     p.add_argument("--monitor-period-s", type=float, default=5.0)
+    p.add_argument("--ssh", action="store_true", help="an sshd per host, keys under the cell's state folder")
+    p.add_argument("--bare", action="store_true",
+                   help="with --ssh: no libvirtd, node daemon or mosquitto; provision the hosts with ansible/")
     p.set_defaults(fn=cmd_cell_up)
+    p = cp.add_parser("inventory", help="an Ansible inventory for a cell brought up with --ssh")
+    p.add_argument("--out", help="write it to this file (default: print)")
+    p.add_argument("--mqtt-host", help="the host that runs mosquitto (default: the first)")
+    p.set_defaults(fn=cmd_cell_inventory)
     cp.add_parser("down", help="remove exactly what up created").set_defaults(fn=cmd_cell_down)
     cp.add_parser("status", help="hosts and agent health").set_defaults(fn=cmd_cell_status)
 
