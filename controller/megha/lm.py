@@ -83,6 +83,7 @@ class LocalMaster:
         self.cluster: ClusterState | None = None
         self.counters: Counter = Counter()
         self._lock = asyncio.Lock()
+        self._acquired = 0.0                                   # when the current validation began
         self._tasks: list[asyncio.Task] = []
         self._bg: set[asyncio.Task] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -245,7 +246,7 @@ class LocalMaster:
         self._require_active()
         check_task(req.task)
         async with self._lock:
-            acq = self.clock.now()
+            acq = self._acquired = self.clock.now()
             self._require_active()
             if self.cost is not None:
                 await self.clock.sleep(self.cost.lm_validate_s)
@@ -281,7 +282,7 @@ class LocalMaster:
         self._dirty.add(t.name)
         resp = mpb.PlacementResponse(ok=True, state=self._reply_state(h),
                                      placement=self._placement(t, [v.name for v in victims]))
-        self._spawn(self._start_task(t, resp, list(victims), self.clock.now()), f"start-{t.name}")
+        self._spawn(self._start_task(t, resp, list(victims), self._acquired), f"start-{t.name}")
         return resp
 
     async def launch(self, req: mpb.LaunchRequest) -> mpb.PlacementResponse:
@@ -363,9 +364,10 @@ class LocalMaster:
 
     # --- the node side ---------------------------------------------------------------------------
     async def _start_task(self, t: LmTask, resp: mpb.PlacementResponse, victims: list[LmTask],
-                          validated: float) -> None:
+                          acquired: float) -> None:
         """Stop the victims (preemption), then StartVm; report the outcome to the task's GM.
-        *resp* is the reply whose timing _serial fills in before this coroutine first runs."""
+        *resp* is the reply whose timing _serial fills in before this coroutine first runs;
+        *acquired* is when validation began (the LM's processing runs from there to StartVm)."""
         host = self.cluster.hosts[t.host]
         for v in victims:
             try:
@@ -404,7 +406,7 @@ class LocalMaster:
         lt = resp.timing
         # LM processing runs up to StartVm: validation, plus stopping the victims of a preemption
         timing = mpb.LmTiming(comm_in_ms=lt.comm_in_ms, queue_ms=lt.queue_ms,
-                              processing_ms=lt.processing_ms + max(0.0, sent - validated) * 1000,
+                              processing_ms=max(lt.processing_ms / 1000, sent - acquired) * 1000,
                               comm_node_ms=max(0.0, start - sent) * 1000, worker_queue_ms=0.0, boot_ms=boot * 1000,
                               start_unix_s=start)
         self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=mpb.TASK_EVENT_KIND_STARTED,

@@ -1,0 +1,213 @@
+"""The controller's TOML configuration: which GMs and LMs exist, where they listen, which hosts
+each LM owns, the users' queues and shares (DESIGN §13: typed, defaulted, validated; a bad
+key fails at start-up naming the key).
+
+    cell = "c1"                          # MQTT topic prefix cellbed/<cell>/...
+    mqtt_host = "10.231.40.1"            # "" = no periodic updates (replies still carry state)
+    state_dir = "/var/lib/cellbed/megha" # the GMs' queue journals
+    known_attributes = ["ssd", "gpu"]    # the cell's attribute vocabulary (besides what hosts report)
+
+    [agents]                             # every GM and LM instance: where it listens
+    gm1 = "10.231.40.1:50071"
+    lm1a = "10.231.40.1:50081"
+
+    [hosts]                              # node daemons
+    h1 = "10.231.40.11:50051"
+
+    [[gm]]
+    name = "gm1"
+
+    [[lm]]
+    name = "lm1"
+    instances = ["lm1a", "lm1b"]         # the first starts active, the second standby
+    hosts = ["h1", "h2"]
+
+    [[queue]]
+    user = "alice"
+    share = 0.5
+    gm = "gm1"
+
+    [gm_params]                          # GmParams fields
+    [lm_params]                          # LmParams fields
+    [model]                              # optional: in-process model hosts instead of [hosts]
+    hosts = 100                          # named m0001..; split over the LMs in equal blocks
+    cpu_cores = 4.0
+    mem_mib = 16384
+    attributes = [{ssd = 1}, {}]         # host i gets attributes[i mod len] (default none)
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from typing import Any
+
+from cellbed.controller.megha.fairness import QueueConfig
+from cellbed.controller.megha.params import GmParams, LmParams
+from cellbed.daemon.hypervisor import NAME_RE
+from cellbed.errors import InvalidArgument, check_range
+
+
+@dataclasses.dataclass(frozen=True)
+class LmConfig:
+    name: str
+    instances: tuple[str, ...]
+    hosts: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelHosts:
+    hosts: int = 0
+    cpu_cores: float = 4.0
+    mem_mib: int = 16384
+    attributes: tuple = ()          # of dicts; host i gets attributes[i mod len]
+
+    def attributes_of(self, i: int) -> dict:
+        return dict(self.attributes[i % len(self.attributes)]) if self.attributes else {}
+
+    def names(self) -> list[str]:
+        return [f"m{i:04d}" for i in range(1, self.hosts + 1)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerConfig:
+    cell: str = "cell"
+    mqtt_host: str = ""
+    mqtt_port: int = 1883
+    state_dir: str = "/var/lib/cellbed/megha"
+    known_attributes: tuple[str, ...] = ()
+    agents: dict = dataclasses.field(default_factory=dict)
+    hosts: dict = dataclasses.field(default_factory=dict)
+    gms: tuple[str, ...] = ()
+    lms: tuple[LmConfig, ...] = ()
+    queues: tuple[QueueConfig, ...] = ()
+    gm_params: GmParams = GmParams()
+    lm_params: LmParams = LmParams()
+    model: ModelHosts | None = None
+
+    def lm_instances(self) -> dict[str, list[str]]:
+        return {lm.name: list(lm.instances) for lm in self.lms}
+
+    def address(self, name: str) -> str:
+        a = self.agents.get(name) or self.hosts.get(name)
+        if not a:
+            raise InvalidArgument(f"no address for {name!r}: add it to [agents] or [hosts]")
+        return a
+
+    def gm_of(self, user: str) -> str:
+        for q in self.queues:
+            if q.user == user:
+                return q.gm
+        raise InvalidArgument(f"user {user!r} has no [[queue]]: users are {', '.join(q.user for q in self.queues)}")
+
+    @classmethod
+    def load(cls, path: str) -> "ControllerConfig":
+        with open(path, "rb") as f:
+            return cls.from_dict(tomllib.load(f), path)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "config") -> "ControllerConfig":
+        top = {"cell", "mqtt_host", "mqtt_port", "state_dir", "known_attributes", "agents", "hosts", "gm", "lm",
+               "queue", "gm_params", "lm_params", "model"}
+        bad = sorted(set(d) - top)
+        if bad:
+            raise InvalidArgument(f"{where}: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(top))}")
+
+        def typed(key, v, t, tname):
+            if not isinstance(v, t) or (t in (int, float, (int, float)) and isinstance(v, bool)):
+                raise InvalidArgument(f"{where}: {key}={v!r} must be {tname}")
+            return v
+
+        def table(key, v, ctor):
+            typed(key, v, dict, "a table")
+            known = {f.name for f in dataclasses.fields(ctor)}
+            bad = sorted(set(v) - known)
+            if bad:
+                raise InvalidArgument(f"{where}: [{key}] unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
+            try:
+                return ctor(**v)
+            except TypeError as e:
+                raise InvalidArgument(f"{where}: [{key}]: {e}") from None
+
+        agents = {k: typed(f"agents.{k}", v, str, "a \"host:port\" string") for k, v in d.get("agents", {}).items()}
+        hosts = {k: typed(f"hosts.{k}", v, str, "a \"host:port\" string") for k, v in d.get("hosts", {}).items()}
+        gms = []
+        for i, g in enumerate(d.get("gm", [])):
+            name = typed(f"gm[{i}].name", g.get("name", ""), str, "a string")
+            if set(g) - {"name"}:
+                raise InvalidArgument(f"{where}: gm[{i}] unknown key(s) {', '.join(sorted(set(g) - {'name'}))}; allowed: name")
+            if not NAME_RE.fullmatch(name) or len(name) > 12:
+                raise InvalidArgument(f"{where}: gm[{i}].name={name!r}: allowed [a-z0-9][a-z0-9-]{{0,11}}")
+            gms.append(name)
+        if not gms:
+            raise InvalidArgument(f"{where}: at least one [[gm]] is required")
+        model = table("model", d["model"], ModelHosts) if "model" in d else None
+        if model is not None:
+            attrs = model.attributes
+            if not isinstance(attrs, (list, tuple)) or not all(
+                    isinstance(a, dict) and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in a.values())
+                    for a in attrs):
+                raise InvalidArgument(f"{where}: model.attributes={attrs!r} must be a list of tables of strings or integers")
+            model = dataclasses.replace(model, attributes=tuple(attrs))
+            check_range("model.hosts", model.hosts, 1, 100_000)
+            check_range("model.cpu_cores", model.cpu_cores, 0.01, 1024, "cores")
+            check_range("model.mem_mib", model.mem_mib, 64, 1 << 24, "MiB")
+        lms = []
+        model_names = model.names() if model else []
+        for i, lm in enumerate(d.get("lm", [])):
+            allowed = {"name", "instances", "hosts"}
+            if set(lm) - allowed:
+                raise InvalidArgument(f"{where}: lm[{i}] unknown key(s) {', '.join(sorted(set(lm) - allowed))}; "
+                                      f"allowed: {', '.join(sorted(allowed))}")
+            name = typed(f"lm[{i}].name", lm.get("name", ""), str, "a string")
+            inst = tuple(lm.get("instances", [name]))
+            if not 1 <= len(inst) <= 2:
+                raise InvalidArgument(f"{where}: lm[{i}].instances has {len(inst)} entries: allowed 1 (no standby) or 2")
+            hs = tuple(lm.get("hosts", []))
+            lms.append(LmConfig(name, inst, hs))
+        if not lms:
+            raise InvalidArgument(f"{where}: at least one [[lm]] is required")
+        if model is not None and all(not lm.hosts for lm in lms):   # split the model hosts in blocks
+            n = len(lms)
+            lms = [LmConfig(lm.name, lm.instances, tuple(model_names[j * len(model_names) // n:
+                                                                    (j + 1) * len(model_names) // n]))
+                   for j, lm in enumerate(lms)]
+        for lm in lms:
+            if not lm.hosts:
+                raise InvalidArgument(f"{where}: lm {lm.name} has no hosts")
+            for h in lm.hosts:
+                if h not in hosts and h not in model_names:
+                    raise InvalidArgument(f"{where}: lm {lm.name}: host {h!r} is not in [hosts]"
+                                          + (" or the model hosts" if model else ""))
+            for inst in lm.instances:
+                if inst not in agents:
+                    raise InvalidArgument(f"{where}: LM instance {inst!r} has no address in [agents]")
+        for g in gms:
+            if g not in agents:
+                raise InvalidArgument(f"{where}: GM {g!r} has no address in [agents]")
+        queues = []
+        for i, q in enumerate(d.get("queue", [])):
+            allowed = {"user", "share", "gm"}
+            if set(q) - allowed:
+                raise InvalidArgument(f"{where}: queue[{i}] unknown key(s) {', '.join(sorted(set(q) - allowed))}; "
+                                      f"allowed: {', '.join(sorted(allowed))}")
+            share = float(typed(f"queue[{i}].share", q.get("share", 0.0), (int, float), "a number"))
+            check_range(f"queue[{i}].share", share, 0.0, 1.0)
+            gm = q.get("gm", gms[i % len(gms)])
+            if gm not in gms:
+                raise InvalidArgument(f"{where}: queue[{i}].gm={gm!r}: allowed {', '.join(gms)}")
+            queues.append(QueueConfig(typed(f"queue[{i}].user", q.get("user", ""), str, "a string"), share, gm))
+        if not queues:
+            raise InvalidArgument(f"{where}: at least one [[queue]] is required (users and their shares)")
+        total = sum(q.share for q in queues)
+        if abs(total - 1.0) > 1e-6:
+            raise InvalidArgument(f"{where}: queue shares sum to {total:g}: they must sum to 1")
+        cfg = cls(cell=typed("cell", d.get("cell", "cell"), str, "a string"),
+                  mqtt_host=typed("mqtt_host", d.get("mqtt_host", ""), str, "a string"),
+                  mqtt_port=typed("mqtt_port", d.get("mqtt_port", 1883), int, "an integer"),
+                  state_dir=typed("state_dir", d.get("state_dir", cls.state_dir), str, "a string"),
+                  known_attributes=tuple(d.get("known_attributes", ())), agents=agents, hosts=hosts,
+                  gms=tuple(gms), lms=tuple(lms), queues=tuple(queues),
+                  gm_params=table("gm_params", d.get("gm_params", {}), GmParams).validate(),
+                  lm_params=table("lm_params", d.get("lm_params", {}), LmParams).validate(), model=model)
+        check_range("mqtt_port", cfg.mqtt_port, 1, 65535)
+        return cfg
