@@ -103,17 +103,29 @@ class BrokerAgent:
         if src is not None:
             pool = pool[pool != src]
         pool = self.rng.permutation(pool)
-        match = self.cache.match(pool, cons)
+        extra = None
         if req.task.production:
             _, reqv = task_vectors(req.task)
-            match &= rus_ok(self.cache.prod[pool], self.cache.cap[pool], reqv, self.params.max_util)
+            extra = lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, self.params.max_util)  # noqa: E731
+        pool, examined = self.cache.first_matching(pool, cons, self.params.realloc_scan_limit, extra)
+        match = np.ones(len(pool), dtype=bool)
         res = candidates(pool, match, self.cache.cap, self.cache.used, used, self.rng, self.params)
+        if not res.picks and extra is not None:
+            # a production task that no node can take within the RUS rule: forced candidates
+            # whose production requests still fit total capacity (the target may then offload)
+            forced_pool, more = self.cache.first_matching(
+                self.rng.permutation(self.cache.fresh(now)), cons, self.params.realloc_scan_limit,
+                lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, 1.0)
+                & (np.asarray([self.cache.hosts[i] != req.src_host for i in idx], dtype=bool)))
+            res = candidates(forced_pool, np.ones(len(forced_pool), dtype=bool), self.cache.cap, self.cache.used,
+                             used, self.rng, self.params, forced_only=True)
+            examined += more
         self.counters["candidate_requests"] += 1
         self.counters["candidates_returned"] += len(res.picks)
         self.counters["forced_returned"] += sum(p.forced for p in res.picks)
         if not res.picks:
             self.counters["candidate_requests_empty"] += 1
-        out = mpb.GetCandidateNodesResponse(scanned=res.scanned, matched=int(match.sum()), broker=self.name)
+        out = mpb.GetCandidateNodesResponse(scanned=examined, matched=len(pool), broker=self.name)
         for p in res.picks:
             r = self.cache.reports[p.index]
             avail = self.cache.cap[p.index] - self.cache.used[p.index]
@@ -135,17 +147,20 @@ class BrokerAgent:
             raise errors.InvalidArgument(f"spec.name={req.spec.name!r} must equal task.name={req.task.name!r}")
         used, reqv = task_vectors(req.task)
         cons = wire.constraints_from_pb(req.task.constraints)
-        pool = self.rng.permutation(self.cache.fresh(self.clock.now()))
-        match = self.cache.match(pool, cons)
+        fresh = self.rng.permutation(self.cache.fresh(self.clock.now()))
+        extra = None
         if req.task.production:
-            match &= rus_ok(self.cache.prod[pool], self.cache.cap[pool], reqv, self.params.max_util)
-        ranked, scanned, _ = initial(pool, match, self.cache.cap, self.cache.req, self.cache.used, reqv, self.params)
+            extra = lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, self.params.max_util)  # noqa: E731
+        pool, examined = self.cache.first_matching(fresh, cons, self.params.initial_scan_limit, extra)
+        ranked, scanned, _ = initial(pool, np.ones(len(pool), dtype=bool), self.cache.cap, self.cache.req,
+                                     self.cache.used, reqv, self.params)
         self.counters["allocations"] += 1
         if not ranked:
             self.counters["allocations_no_room"] += 1
             raise errors.FailedPrecondition(
                 f"{self.name}: no node for task {req.task.name} ({reqv[0]:.3f} cores, {reqv[1]:.0f} MiB, "
-                f"{len(cons)} constraint(s)): {int(match.sum())} of {len(pool)} fresh nodes match, none has room")
+                f"{len(cons)} constraint(s)): {len(pool)} matching of {examined} examined ({len(fresh)} fresh), "
+                f"none has room")
         refused = 0
         for pick in ranked[:3]:
             host = self.cache.hosts[pick.index]

@@ -23,7 +23,10 @@ class NodeCache:
         self.prod = np.zeros((initial, 2))               # production requests (RUS rule)
         self.ts = np.full(initial, -np.inf)
         self.live = np.zeros(initial, dtype=bool)
-        self.attrs: dict[str, np.ndarray] = {}       # attribute -> object column (None = absent)
+        # attribute -> value codes (-1 = absent) and integer values (NaN = absent or not an integer)
+        self.codes: dict[str, np.ndarray] = {}
+        self.nums: dict[str, np.ndarray] = {}
+        self.codebook: dict[str, dict] = {}
         self.attr_of: list[dict] = []
         self.expired = 0
 
@@ -43,10 +46,13 @@ class NodeCache:
         live = np.zeros(n, dtype=bool)
         live[: len(self.live)] = self.live
         self.live = live
-        for k, col in self.attrs.items():
-            c = np.full(n, None, dtype=object)
-            c[: len(col)] = col
-            self.attrs[k] = c
+        for k in self.codes:
+            c = np.full(n, -1, dtype=np.int32)
+            c[: len(self.codes[k])] = self.codes[k]
+            self.codes[k] = c
+            x = np.full(n, np.nan)
+            x[: len(self.nums[k])] = self.nums[k]
+            self.nums[k] = x
 
     def update(self, r: mpb.NodeReport) -> bool:
         """Store *r* unless the cache holds a newer measurement of that node. True if stored."""
@@ -71,12 +77,16 @@ class NodeCache:
         attrs = wire.attributes_from_pb(r.attributes)
         if attrs != self.attr_of[i]:
             for k in set(self.attr_of[i]) - set(attrs):
-                self.attrs[k][i] = None
+                self.codes[k][i] = -1
+                self.nums[k][i] = np.nan
             for k, v in attrs.items():
-                col = self.attrs.get(k)
-                if col is None:
-                    col = self.attrs[k] = np.full(len(self.cap), None, dtype=object)
-                col[i] = v
+                if k not in self.codes:
+                    self.codes[k] = np.full(len(self.cap), -1, dtype=np.int32)
+                    self.nums[k] = np.full(len(self.cap), np.nan)
+                    self.codebook[k] = {}
+                book = self.codebook[k]
+                self.codes[k][i] = book.setdefault(v, len(book))
+                self.nums[k][i] = float(v) if isinstance(v, int) and not isinstance(v, bool) else np.nan
             self.attr_of[i] = attrs
         return True
 
@@ -106,25 +116,47 @@ class NodeCache:
         return np.flatnonzero(self.live[:n] & (self.ts[:n] >= now - self.expiry_s))
 
     def match(self, idx: np.ndarray, constraints: tuple[Constraint, ...]) -> np.ndarray:
-        """Boolean mask over *idx*: every constraint holds (semantics of Constraint.matches)."""
+        """Boolean mask over *idx*: every constraint holds (semantics of Constraint.matches),
+        on integer columns: value codes for = and ≠, integer values for < and >."""
         ok = np.ones(len(idx), dtype=bool)
         for c in constraints:
-            col = self.attrs.get(c.attribute)
-            vals = col[idx] if col is not None else np.full(len(idx), None, dtype=object)
-            present = np.array([v is not None for v in vals], dtype=bool) if len(vals) else ok[:0]
-            if c.op == ConstraintOp.EQUAL:
-                ok &= present & (vals == c.value)
-            elif c.op == ConstraintOp.NOT_EQUAL:
-                ok &= ~present | (vals != c.value)
+            codes = self.codes.get(c.attribute)
+            if codes is None:                  # no node has it
+                if c.op != ConstraintOp.NOT_EQUAL:
+                    ok[:] = False
+                continue
+            col = codes[idx]
+            if c.op in (ConstraintOp.EQUAL, ConstraintOp.NOT_EQUAL):
+                code = self.codebook[c.attribute].get(c.value, -2)
+                ok &= (col == code) if c.op == ConstraintOp.EQUAL else (col != code)
+            elif not isinstance(c.value, int) or isinstance(c.value, bool):
+                ok[:] = False
             else:
-                ints = np.array([isinstance(v, int) and not isinstance(v, bool) for v in vals], dtype=bool)
-                if not isinstance(c.value, int):
-                    ok &= False
-                    continue
-                nums = np.array([v if isinstance(v, int) else 0 for v in vals], dtype=np.int64)
-                cmp = nums < c.value if c.op == ConstraintOp.LESS_THAN else nums > c.value
-                ok &= ints & cmp
+                nums = self.nums[c.attribute][idx]
+                with np.errstate(invalid="ignore"):
+                    ok &= (nums < c.value) if c.op == ConstraintOp.LESS_THAN else (nums > c.value)
         return ok
+
+    def first_matching(self, pool: np.ndarray, constraints: tuple[Constraint, ...], limit: int,
+                       extra=None) -> tuple[np.ndarray, int]:
+        """The first *limit* entries of *pool* (already shuffled) that match, and how many of the
+        pool were examined. Matching is done chunk by chunk, so a scan limit far below the
+        cache size costs a fraction of a full pass. *extra(idx) -> bool mask* adds a test."""
+        if not constraints and extra is None:
+            return pool[:limit], min(len(pool), limit)
+        out, seen, step = [], 0, max(64, 2 * limit)
+        found = 0
+        while seen < len(pool) and found < limit:
+            sub = pool[seen:seen + step]
+            m = self.match(sub, constraints)
+            if extra is not None:
+                m &= extra(sub)
+            hit = sub[m]
+            out.append(hit[: limit - found])
+            found += len(out[-1])
+            seen += len(sub)
+            step *= 2
+        return (np.concatenate(out) if out else pool[:0]), seen
 
     def entries(self) -> list[mpb.NodeReport]:
         return [r for i, r in enumerate(self.reports) if r is not None and self.live[i]]

@@ -47,7 +47,7 @@ def rus_ok(prod: np.ndarray, cap: np.ndarray, task_req: np.ndarray, max_util: fl
 
 
 def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.ndarray, task_used: np.ndarray,
-               rng: np.random.Generator, p: BrokerParams) -> CandidateResult:
+               rng: np.random.Generator, p: BrokerParams, forced_only: bool = False) -> CandidateResult:
     """*pool*: fresh cache indices (source excluded), already shuffled; *match*: constraint mask
     over pool. Score at most realloc_scan_limit matching nodes with the reallocation score
     as if the task were there; sample candidate_count by score-weighted random sampling
@@ -56,7 +56,7 @@ def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.nd
     m = pool[match][: p.realloc_scan_limit]
     if len(m) == 0:
         return CandidateResult((), min(len(pool), p.realloc_scan_limit), 0, np.zeros(0))
-    sc = _scores(p.realloc_score, used[m], cap[m], task_used)
+    sc = np.zeros(len(m)) if forced_only else _scores(p.realloc_score, used[m], cap[m], task_used)
     pos = np.flatnonzero(sc > 0)
     k = min(p.candidate_count, len(pos))
     if k:

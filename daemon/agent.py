@@ -244,6 +244,15 @@ class NodeAgent:
                     f"{self.cfg.host}: used {cpu_u:.2f} cores / {mem_u:.0f} MiB + requested "
                     f"{spec.requested_cpu:.2f} cores / {spec.mem_mib} MiB > capacity {cap_cpu:.2f} cores / "
                     f"{cap_mem} MiB")
+            if spec.production:   # production is not overcommitted: its requests must fit
+                pc = sum(e.spec.requested_cpu for e in self.vms.values() if e.spec.production)
+                pm = sum(e.spec.mem_mib for e in self.vms.values() if e.spec.production)
+                pc += sum(r.spec.requested_cpu for r in self.incoming.values() if r.spec.production)
+                pm += sum(r.spec.mem_mib for r in self.incoming.values() if r.spec.production)
+                if pm + spec.mem_mib > cap_mem or pc + spec.requested_cpu > cap_cpu + 1e-9:
+                    raise errors.FailedPrecondition(
+                        f"{self.cfg.host}: production requests {pc:.2f} cores / {pm} MiB + {spec.requested_cpu:.2f} / "
+                        f"{spec.mem_mib} MiB > capacity {cap_cpu:.2f} cores / {cap_mem} MiB")
             return
         mem, cpu = self._allocated()
         if mem + spec.mem_mib > cap_mem:
@@ -266,7 +275,10 @@ class NodeAgent:
             if spec.name in self.vms or any(r.spec.name == spec.name for r in self.incoming.values()):
                 raise errors.AlreadyExists(f"VM {spec.name!r} already exists on host {self.cfg.host}")
             self._admit(spec)
-            self.vms[spec.name] = entry = VmEntry(spec=spec, state=DomState.PAUSED, reason="starting")
+            # until its first sample, count what the VM is expected to use
+            self.vms[spec.name] = entry = VmEntry(spec=spec, state=DomState.PAUSED, reason="starting",
+                                                  cpu_used_cores=spec.vcpus * spec.cpu_load,
+                                                  rss_mib=float(spec.wss_mib or spec.mem_mib))
         t0 = self.clock.monotonic()
         try:
             await self.hv.start(spec)

@@ -70,6 +70,8 @@ class SanConfig:
     cost_bandwidth_mib_s: float = 1250.0   # the SCS cost estimate's bandwidth
     keep_recent: int = 200                 # finished negotiations kept for ListNegotiations
     boot_grace_s: float = 0.0              # a VM's first seconds (booting) do not count towards overload
+    unmovable_s: float = 300.0             # a task whose SAN found no target is left out of SCS this long
+    max_scs_per_round: int = 4             # SCS re-runs (step 1 again) per overload round
 
     _CHOICES = {"spike_policy": ("none", "pause", "kill"), "fit": ("sum", "gpa"),
                 "realloc_score": tuple(SCORES), "scs_score": tuple(SCORES)}
@@ -91,6 +93,8 @@ class SanConfig:
             check_range(f"san.{k}", getattr(self, k), 0.0, 1.0)
         check_range("san.cost_bandwidth_mib_s", self.cost_bandwidth_mib_s, 0.001, 1e7, "MiB/s")
         check_range("san.boot_grace_s", self.boot_grace_s, 0.0, 3600.0, "s")
+        check_range("san.unmovable_s", self.unmovable_s, 0.0, 86400.0, "s")
+        check_range("san.max_scs_per_round", self.max_scs_per_round, 1, 1000)
         return self
 
     @classmethod
@@ -126,6 +130,7 @@ class SanAgent:
         self.active: dict[str, Negotiation] = {}        # vm -> negotiation
         self.recent: collections.deque = collections.deque(maxlen=cfg.keep_recent)
         self._round: asyncio.Task | None = None
+        self.unmovable: dict[str, float] = {}           # task -> monotonic time until which SCS skips it
         self._last_report = -math.inf
         self._prev_pct: np.ndarray | None = None
         self._seq = 0
@@ -138,6 +143,7 @@ class SanAgent:
                                                completion_timeout_s=cfg.migration_timeout_s,
                                                timeout_policy=TimeoutPolicy.ABORT)
         self.on_migration = None                        # hook: fn(record) (model-cell metrics)
+        self.on_refused = None                          # hook: fn(neg, host, forced, detail): step 5 refused
 
     # --- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -259,9 +265,12 @@ class SanAgent:
         used = np.asarray(self.load().used, dtype=float)
         prod = np.asarray(self.prod_requested(), dtype=float)
         young = {id(e) for e in self._young()} if self.cfg.boot_grace_s else set()
+        now = self.clock.monotonic()
+        for n in [n for n, t in self.unmovable.items() if t <= now or n not in self.node.vms]:
+            del self.unmovable[n]
         out = []
         for name, e in self.node.vms.items():
-            if id(e) in young:
+            if id(e) in young or name in self.unmovable:
                 continue
             if name in self.active or e.migrating_out:
                 tu = np.array([e.cpu_used_cores, e.rss_mib])
@@ -280,8 +289,11 @@ class SanAgent:
         return out, np.maximum(used, 0.0), np.maximum(prod, 0.0)
 
     async def run_round(self, verdict: overload.Verdict | None = None) -> None:
-        """Steps 1–5 until the host is no longer overloaded or nothing more can be done."""
-        while True:
+        """Steps 1–5 until the host is no longer overloaded or nothing more can be done. A task
+        whose SAN found no target is left out of the next SCS runs (the paper's "likelihood of
+        finding an alternative node"), so step 1 picks others."""
+        for _ in range(self.cfg.max_scs_per_round):
+            detected = self.clock.now()
             load = self.load()
             verdict = overload.check(load, self.cfg.max_util)
             if not verdict:
@@ -307,13 +319,13 @@ class SanAgent:
             detail = (f"overloaded ({'; '.join(verdict.reasons)}); selected {len(sel.names)} of {len(cands)}: "
                       f"{', '.join(sel.names)} (fitness {sel.fitness:.4g}, feasible {sel.feasible}, "
                       f"{sel.evaluations} evaluations)")
-            results = await asyncio.gather(*(self.negotiate(n, detail, by_name[n]) for n in sel.names),
+            results = await asyncio.gather(*(self.negotiate(n, detail, by_name[n], detected) for n in sel.names),
                                            return_exceptions=True)
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
                     log.error("%s: negotiation failed with %r", self.host, r)
-            if not any(r is True for r in results):
-                return          # nothing moved: try again at the next sample, not in a tight loop
+            if not any(r is True for r in results) and not any(n in self.unmovable for n in sel.names):
+                return          # nothing moved and nothing new to try: again at the next sample
 
     def _step(self, neg: mpb.Negotiation, kind: str, host: str = "", detail: str = "") -> None:
         neg.steps.add(unix_s=self.clock.now(), kind=kind, host=host, detail=detail)
@@ -321,6 +333,8 @@ class SanAgent:
 
     def _finish(self, neg: mpb.Negotiation, state: str, detail: str = "") -> None:
         neg.state, neg.ended_unix_s = state, self.clock.now()
+        if state == "gave-up" and self.cfg.unmovable_s:
+            self.unmovable[neg.vm] = self.clock.monotonic() + self.cfg.unmovable_s
         self._step(neg, "done", neg.target, f"{state}{': ' + detail if detail else ''}")
         self.counters[f"sans_{state}"] += 1
         self.active.pop(neg.vm, None)
@@ -337,13 +351,15 @@ class SanAgent:
                             priority=s.priority, mem_mib=s.mem_mib, wss_mib=s.wss_mib,
                             dirty_mib_s=-1 if math.isinf(s.dirty_mib_s) else s.dirty_mib_s)
 
-    async def negotiate(self, name: str, scs_detail: str = "", cand: Candidate | None = None) -> bool:
-        """One SAN for task *name* (steps 2–5). True if it migrated."""
+    async def negotiate(self, name: str, scs_detail: str = "", cand: Candidate | None = None,
+                        detected_unix_s: float = 0.0) -> bool:
+        """One SAN for task *name* (steps 2–5). True if it migrated. *detected_unix_s*: when
+        the overload that led to it was detected (the negotiation's start)."""
         if name in self.active or name not in self.node.vms:
             return False
         self._seq += 1
         neg = mpb.Negotiation(san_id=f"{self.host}-{self._seq}-{self.rng.getrandbits(24):06x}", vm=name,
-                              src_host=self.host, state="active", started_unix_s=self.clock.now())
+                              src_host=self.host, state="active", started_unix_s=detected_unix_s or self.clock.now())
         self.active[name] = Negotiation(neg)
         self.counters["sans_started"] += 1
         self._step(neg, "scs", "", scs_detail)
@@ -465,10 +481,15 @@ class SanAgent:
             except errors.CellbedError as exc:
                 self.counters["process_errors"] += 1
                 self._step(neg, "refused", a.host, str(exc))
+                if self.on_refused is not None:
+                    self.on_refused(neg, a.host, a.forced, str(exc))
                 continue
             if not pr.accepted:
                 self.counters["collisions"] += 1
-                self._step(neg, "refused", a.host, f"{REASON_NAME.get(pr.rejection.reason, '?')}: {pr.rejection.detail}")
+                detail = f"{REASON_NAME.get(pr.rejection.reason, '?')}: {pr.rejection.detail}"
+                self._step(neg, "refused", a.host, detail)
+                if self.on_refused is not None:
+                    self.on_refused(neg, a.host, a.forced, detail)
                 continue
             self._step(neg, "process", a.host, f"{'forced ' if a.forced else ''}score {score:.3f}, reservation {mid}")
             try:

@@ -33,6 +33,7 @@ DEFAULT_STATE_ROOT = os.environ.get("CELLBED_STATE_ROOT", "/var/lib/cellbed/cell
 DEFAULT_GUEST_DIR = os.environ.get("CELLBED_GUEST_DIR", os.path.join(REPO, "build", "guest"))
 GRPC_PORT = 50051
 MQTT_PORT = 1883
+BROKER_PORT = 50061   # cellbed-broker on the bridge address (cells started with san=...)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,10 +222,15 @@ def _health_ok(target: str, timeout: float = 2.0, service: str = "cellbed.v1.Nod
 def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: str = "10.231.0.0/24",
        host_cpus: list[float] = (0.5,), host_mem_mib: list[int] = (1024,), root: str = DEFAULT_STATE_ROOT,
        guest_dir: str = DEFAULT_GUEST_DIR, monitor_period_s: float = 5.0, ready_timeout_s: float = 120.0,
-       ssh: bool = False, bare: bool = False) -> dict:
+       ssh: bool = False, bare: bool = False, san: dict | None = None,
+       host_attributes: list[dict] | None = None) -> dict:
     """*ssh*: an sshd on every host (cellbed/cell/ssh.py); *bare* (needs *ssh*): hosts without
-    libvirtd, node daemon or mosquitto, for a playbook to provision."""
+    libvirtd, node daemon or mosquitto, for a playbook to provision. *san*: run MASB — a broker
+    agent (cellbed-broker) on the bridge and a SAN agent in every node daemon, with these
+    SanConfig overrides. *host_attributes*: machine properties per host (constraints match them)."""
     plan = CellPlan.build(name, n_hosts, subnet, list(host_cpus), list(host_mem_mib))
+    if host_attributes is not None and len(host_attributes) != n_hosts:
+        raise errors.InvalidArgument(f"host_attributes has {len(host_attributes)} entries: give one per host ({n_hosts})")
     if bare and not ssh:
         raise errors.InvalidArgument("bare hosts are only reachable over SSH: give ssh=True (--ssh) with bare")
     choice = probe(accel)
@@ -267,9 +273,13 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
                 hs["ssh_port"] = sshmod.SSH_PORT
         if not bare:
             _start_mosquitto(rec, sdir, plan.bridge_address)
+        brokers = ""
+        if san is not None and not bare:
+            brokers = _start_broker(rec, sdir, plan, peers_file)
         for h in plan.hosts:
             _up_host(rec, sdir, plan, h, choice.accel, hosts_file, peers_file, guest_dir, monitor_period_s,
-                     h.cpu_cores / max_cpu, h.mem_mib / max_mem, ssh=ssh, bare=bare)
+                     h.cpu_cores / max_cpu, h.mem_mib / max_mem, ssh=ssh, bare=bare, brokers=brokers,
+                     san=san or {}, attributes=(host_attributes or [{}] * n_hosts)[h.index - 1])
         if ssh:
             sshmod.write_client_files(rec.state["ssh"], rec.state["hosts"])
             late = sshmod.wait_sshd([h.address for h in plan.hosts], ready_timeout_s)
@@ -278,9 +288,12 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
                                               f"{', '.join(late)} (logs in {sdir}/<host>/logs/sshd.log)")
         deadline = time.monotonic() + ready_timeout_s
         pending = {} if bare else {h.name: f"{h.address}:{GRPC_PORT}" for h in plan.hosts}
+        if brokers:
+            pending["broker ba1"] = f"{plan.bridge_address}:{BROKER_PORT}"
         while pending:
             for hn, target in list(pending.items()):
-                if _health_ok(target):
+                if _health_ok(target, service="cellbed.v1.BrokerAgent" if hn.startswith("broker") else
+                              "cellbed.v1.NodeAgent"):
                     del pending[hn]
             if pending and time.monotonic() > deadline:
                 raise errors.DeadlineExceeded(f"node daemons not SERVING after {ready_timeout_s:.0f} s: "
@@ -306,9 +319,28 @@ def _start_mosquitto(rec: Recorder, sdir: str, address: str) -> None:
     rec.flush()
 
 
+def _start_broker(rec: Recorder, sdir: str, plan: CellPlan, peers_file: str) -> str:
+    """cellbed-broker on the bridge address, fed by the nodes' MQTT reports. Returns the
+    node daemons' ``brokers`` setting."""
+    conf = os.path.join(sdir, "broker.toml")
+    with open(conf, "w") as f:
+        f.write(f'name = "ba1"\naddress = "{plan.bridge_address}"\ngrpc_port = {BROKER_PORT}\ncell = "{plan.name}"\n'
+                f'mqtt_host = "{plan.bridge_address}"\nmqtt_port = {MQTT_PORT}\npeers_file = "{peers_file}"\n'
+                f'decision_log = "{os.path.join(sdir, "broker-decisions.jsonl")}"\n')
+    res = rec.add(kind="process", name="broker")
+    p = subprocess.Popen([sys.executable, "-m", "cellbed.broker.main", "--config", conf],
+                         stdout=open(os.path.join(sdir, "broker.log"), "ab"), stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    res.update(procs.proc_identity(p.pid))
+    rec.state["broker"] = f"{plan.bridge_address}:{BROKER_PORT}"
+    rec.flush()
+    return f"ba1={plan.bridge_address}:{BROKER_PORT}"
+
+
 def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, hosts_file: str,
              peers_file: str, guest_dir: str, monitor_period_s: float, cpu_norm: float, mem_norm: float,
-             ssh: bool = False, bare: bool = False) -> None:
+             ssh: bool = False, bare: bool = False, brokers: str = "", san: dict | None = None,
+             attributes: dict | None = None) -> None:
     hdir = os.path.join(sdir, h.name)
     os.makedirs(hdir, exist_ok=True)
     _libvirt_files(hdir, h)
@@ -329,7 +361,8 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
                      mem_mib=h.mem_mib, cpu_norm=round(cpu_norm, 4), mem_norm=round(mem_norm, 4), accel=accel,
                      guest_dir=guest_dir, state_dir=os.path.join(hdir, "node"), peers_file=peers_file,
                      cgroup=cg_rel, monitor_period_s=monitor_period_s, mqtt_host=plan.bridge_address,
-                     mqtt_port=MQTT_PORT, cell=plan.name).validate()
+                     mqtt_port=MQTT_PORT, cell=plan.name, brokers=brokers, san=dict(san or {}),
+                     attributes={"host": h.name, **(attributes or {})}).validate()
     with open(os.path.join(hdir, "node.toml"), "w") as f:
         f.write(to_toml(cfg))
     procs_files = [os.path.join(p, "cgroup.procs") for p in dict.fromkeys(cg.paths.values())]

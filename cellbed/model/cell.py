@@ -55,9 +55,9 @@ class ModelCellParams:
     san: SanConfig = SanConfig(window_s=30.0, report_period_s=60.0)
     broker: BrokerParams = BrokerParams()
     generator: dict = dataclasses.field(default_factory=dict)   # GeneratorConfig overrides
-    overload_share: float = 0.0            # share of hosts whose tasks' CPU use is multiplied...
-    overload_factor: float = 1.0           # ...by this...
-    overload_at_s: float = 0.0             # ...from this time on
+    overload_share: float = 0.0            # share of hosts whose tasks (those there at overload_at_s)...
+    overload_factor: float = 1.0           # ...use this many times more CPU from then on, wherever they go
+    overload_at_s: float = 0.0
     migration_failure_prob: float = 0.0
     cost: PrecopyParams = PrecopyParams()
 
@@ -107,10 +107,14 @@ def task_name(job_id: int, index: int) -> str:
 
 class ModelCell:
     def __init__(self, params: ModelCellParams, events: Iterable[ev.WorkloadEvent] | None = None,
-                 on_tick: Callable[[Tick], None] | None = None) -> None:
+                 on_tick: Callable[[Tick], None] | None = None, on_allocation: Callable[[dict], None] | None = None,
+                 on_migration: Callable[[dict], None] | None = None) -> None:
         self.p = params
         self._events = events
         self.on_tick = on_tick
+        self.on_allocation = on_allocation
+        self.on_migration_row = on_migration
+        self.arrival: dict[str, tuple[float, int]] = {}   # task -> (arrival time, attempts)
         self.rng = random.Random(params.seed)
         self.hosts: dict[str, ModelHost] = {}
         self.sans: dict[str, SanAgent] = {}
@@ -119,7 +123,8 @@ class ModelCell:
         self.live: dict[str, VmSpec] = {}          # tasks between AddTask and RemoveTask
         self.pending: collections.OrderedDict[str, VmSpec] = collections.OrderedDict()
         self.remove_later: set[str] = set()
-        self.usage_boost: set[str] = set()        # hosts whose tasks are overloaded by injection
+        self.usage_boost: set[str] = set()        # tasks whose CPU use is multiplied (overload injection)
+        self.boosted_hosts: list[str] = []
         self.added = self.removed = 0
         self.migrations: list[dict] = []
         self._tick_mig = collections.Counter()
@@ -145,6 +150,7 @@ class ModelCell:
                        dataclasses.replace(self.p.san, enabled=self.p.san.enabled), [b.name for b in self.brokers],
                        cell="model")
         san.on_migration = self._on_migration
+        san.on_refused = self._on_refused
         san.start()
         self.net.serve(name, "San", SanServicer(san))
         self.sans[name] = san
@@ -160,10 +166,25 @@ class ModelCell:
         self._tick_mig["attempted"] += 1
         self._tick_mig["succeeded" if ok else "failed"] += 1
         self._tick_mig["bytes"] += rec.data_total_bytes if ok else 0
-        self.migrations.append({"t_s": self.clock.monotonic(), "vm": rec.vm, "src": rec.src, "dst": rec.dst,
+        row = {"t_s": self.clock.monotonic(), "vm": rec.vm, "src": rec.src, "dst": rec.dst,
                                 "outcome": pb.MigrationOutcome.Name(rec.outcome).removeprefix("MIGRATION_OUTCOME_").lower(),
                                 "forced": forced, "san_id": neg.san_id, "time_ms": rec.time_elapsed_ms,
-                                "downtime_ms": rec.downtime_ms, "bytes": rec.data_total_bytes})
+                                "downtime_ms": rec.downtime_ms, "bytes": rec.data_total_bytes}
+        self.migrations.append(row)
+        if self.on_migration_row is not None:
+            self.on_migration_row(row)
+
+    def _on_refused(self, neg, host: str, forced: bool, detail: str) -> None:
+        """SAN step 5: the target refused the TaskMigrationProcessRequest (a collision) or could
+        not be reached; an attempt with no transfer. Counted in the tick and passed to
+        on_migration, but not kept in ``self.migrations`` (which holds transfers only)."""
+        self._tick_mig["attempted"] += 1
+        self._tick_mig["refused"] += 1
+        if self.on_migration_row is not None:
+            row = {"t_s": self.clock.monotonic(), "vm": neg.vm, "src": neg.src_host, "dst": host,
+                   "outcome": "refused", "forced": forced, "san_id": neg.san_id, "time_ms": math.nan,
+                   "downtime_ms": math.nan, "bytes": 0}
+            self.on_migration_row(row)
 
     # --- workload -----------------------------------------------------------------------------
     def _spec(self, e: ev.AddTask) -> VmSpec:
@@ -222,10 +243,24 @@ class ModelCell:
         t.add_done_callback(self._inflight.discard)
 
     async def _arrive(self, spec: VmSpec) -> None:
+        t_arr, attempts = self.arrival.get(spec.name, (self.clock.monotonic(), 0))
+        t0 = self.clock.monotonic()
+        self.arrival[spec.name] = (t_arr, attempts + 1)
         if not await self._place(spec):
             if spec.name in self.live:
                 self.pending[spec.name] = spec
                 self.counters["placement_deferred"] += 1
+            return
+        self.arrival.pop(spec.name, None)
+        if self.on_allocation is not None:
+            # virtual time: decisions take no time, so the parts are the wait in the front-end's
+            # queue (deferred placements) and the messages of the last, successful attempt
+            now = self.clock.monotonic()
+            self.on_allocation({"task": spec.name, "user": spec.user, "frontend": self.p.frontend,
+                                "arrival_s": t_arr, "start_s": now, "host": self.fabric.location.get(spec.name, ""),
+                                "framework_queue_ms": (t0 - t_arr) * 1000, "processing_ms": 0.0,
+                                "worker_queue_ms": 0.0, "communication_ms": (now - t0) * 1000,
+                                "total_ms": (now - t_arr) * 1000, "attempts": attempts + 1, "outcome": "placed"})
 
     async def _stop(self, name: str) -> None:
         host = self.fabric.location.get(name)
@@ -244,8 +279,7 @@ class ModelCell:
             name = task_name(e.job_id, e.task_index)
             cpu = (e.cpu_rate or 0.0) * self.p.cpu_scale_cores
             mem = (e.canonical_memory or 0.0) * self.p.mem_scale_mib
-            host = self.fabric.location.get(name)
-            if host is not None and host in self.usage_boost and self.clock.monotonic() >= self.p.overload_at_s:
+            if name in self.usage_boost:
                 cpu *= self.p.overload_factor
             self.fabric.set_usage(name, cpu, mem)
         elif isinstance(e, ev.AddTask):
@@ -257,6 +291,7 @@ class ModelCell:
             name = task_name(e.job_id, e.task_index)
             if self.live.pop(name, None) is not None:
                 self.removed += 1
+                self.arrival.pop(name, None)
                 self._spawn(self._stop(name))
         elif isinstance(e, ev.AddNodeAttributes):
             self._set_attributes(e.node_id, e.as_dict())
@@ -389,5 +424,20 @@ class ModelCell:
             s.publish_report()
         await asyncio.sleep(0)
         k = int(round(self.p.overload_share * len(self.hosts)))
-        self.usage_boost = set(self.rng.sample(sorted(self.hosts), k)) if k else set()
+        if k:
+            self.boosted_hosts = self.rng.sample(sorted(self.hosts), k)
+            asyncio.ensure_future(self._inject())
         return asyncio.ensure_future(self._ticker(ticks))
+
+    async def _inject(self) -> None:
+        """Overload injection: at overload_at_s the tasks on the chosen hosts start using
+        overload_factor times more CPU (and keep doing so wherever SAN moves them)."""
+        await self.clock.sleep(max(0.0, self.p.overload_at_s - self.clock.monotonic()))
+        for h in self.boosted_hosts:
+            for name in list(self.hosts[h].agent.vms):
+                self.usage_boost.add(name)
+                b = self.fabric.backends[h]
+                if name in b.tasks:
+                    t = b.tasks[name]
+                    b.set_usage(name, t.cpu_cores * self.p.overload_factor, t.mem_mib)
+        self.counters["overload_injected_tasks"] = len(self.usage_boost)

@@ -208,10 +208,12 @@ class ModelHypervisor:
         t.state, t.reason = DomState.RUNNING, "unpaused"
 
     def set_usage(self, name: str, cpu_cores: float, mem_mib: float) -> None:
-        """Drive a task's usage directly (model workload replay); SetWorkload is the agent's path."""
+        """Drive a task's usage directly (model workload replay), capped at its vCPUs and memory;
+        SetWorkload is the agent's path."""
         t = self._get(name)
         t.advance(self.clock.monotonic())
-        t.cpu_cores, t.mem_mib = cpu_cores, mem_mib
+        # a VM cannot use more CPU than its vCPUs, nor more memory than it has
+        t.cpu_cores, t.mem_mib = min(cpu_cores, float(t.spec.vcpus)), min(mem_mib, float(t.spec.mem_mib))
 
     async def migrate(self, name: str, dest_uri: str, opts: MigrationOptions, on_progress=None) -> MigrationStats:
         t = self._get(name)

@@ -88,8 +88,13 @@ def run(coro):
 
 
 async def overload_h1(c: Cell, n=8, cpu=0.6):
-    for i in range(n):                                  # 8 × 0.6 = 4.8 cores on a 4-core host
-        await c.start("h1", f"t{i}", cpu=cpu)
+    """Start the tasks light (admission counts use), then raise their load: 8 × 0.6 = 4.8 cores
+    on a 4-core host, as `vm set-workload` does on a real cell."""
+    for i in range(n):
+        await c.start("h1", f"t{i}", cpu=0.05)
+    for i in range(n):
+        await c.cli.request("h1", "NodeAgent/SetWorkload", pb.SetWorkloadRequest(
+            name=f"t{i}", workload=pb.Workload(cpu_load=cpu)))
 
 
 def test_overload_is_shed_by_negotiation_in_order():

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""MASB benchmarks (issue 3): prints figures, asserts nothing.
+
+  bench_masb.py candidates [--nodes 12500] [--n 2000]   GetCandidateNodes latency, p50/p99
+  bench_masb.py scs [--tasks 20] [--n 500]              SCS (Tabu Search) latency, p50/p99
+  bench_masb.py model --nodes 500 --hours 2             simulated hours per wall-clock minute, peak RSS
+  bench_masb.py realcell [--cycles 10]                  real cell: overload detected -> migration started
+
+Results are appended as markdown to --out (default: print only).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import resource
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q / 100 * len(xs)))]
+
+
+def bench_candidates(args) -> str:
+    from cellbed import wire
+    from cellbed.broker.agent import BrokerAgent
+    from cellbed.runtime.clock import RealClock
+    from cellbed.v1 import masb_pb2 as mpb
+    from cellbed.workload.generator import GeneratorConfig, WorkloadGenerator
+    gen = WorkloadGenerator(GeneratorConfig(nodes=args.nodes, duration_s=3600, seed=1))
+    clock = RealClock()
+    ba = BrokerAgent("ba0", None, clock, seed=1)
+    r = random.Random(1)
+    now = clock.now()
+    for nd in gen.nodes:
+        cap = (nd.cpu * 32, nd.mem * 65536)
+        u = r.uniform(0.2, 0.95)
+        ba.on_report("", mpb.NodeReport(
+            host=f"n{nd.node_id}", capacity=wire.resources(*cap), used=wire.resources(cap[0] * u, cap[1] * r.uniform(0.3, 0.9)),
+            requested=wire.resources(cap[0] * u * 1.5, cap[1] * 0.8), sampled_unix_s=now,
+            attributes=wire.attributes_pb({a: 1 for a in nd.attributes})))
+    names = gen.attribute_names
+    lat, returned = [], []
+    for i in range(args.n):
+        cons = []
+        if r.random() < 0.5:
+            from cellbed.workload.events import Constraint, ConstraintOp
+            cons = [Constraint(names[r.randrange(8)], ConstraintOp.EQUAL, 1)]
+        task = mpb.TaskInfo(name=f"t{i}", used=wire.resources(r.uniform(0.1, 2), r.uniform(100, 4000)),
+                            requested=wire.resources(1, 1000), constraints=wire.constraints_pb(cons))
+        req = mpb.GetCandidateNodesRequest(task=task, src_host="n1", san_id=str(i))
+        t0 = time.perf_counter()
+        resp = ba.get_candidates(req)
+        lat.append((time.perf_counter() - t0) * 1000)
+        returned.append(len(resp.recommendations))
+    return (f"GetCandidateNodes over a cache of {len(ba.cache)} nodes, {args.n} requests (half constrained): "
+            f"p50 {pct(lat, 50):.2f} ms, p99 {pct(lat, 99):.2f} ms, max {max(lat):.2f} ms; "
+            f"candidates returned: mean {statistics.mean(returned):.1f}")
+
+
+def bench_scs(args) -> str:
+    from cellbed.masb.scs import Candidate, brute_force, greedy_by_size, tabu_select
+    r = random.Random(7)
+    lat, evals = [], []
+    for k in range(args.n):
+        tasks = [Candidate(f"t{i}", (r.uniform(0.01, 0.2), r.uniform(50, 600)), r.uniform(50, 600))
+                 for i in range(args.tasks)]
+        used = [sum(t.used[0] for t in tasks), sum(t.used[1] for t in tasks)]
+        cap = [used[0] / r.uniform(1.0, 1.3), used[1] / r.uniform(0.7, 1.2)]
+        t0 = time.perf_counter()
+        s = tabu_select(cap, used, tasks, random.Random(k))
+        lat.append((time.perf_counter() - t0) * 1000)
+        evals.append(s.evaluations)
+    out = (f"SCS (Tabu, 25 restarts x 5 steps, patience 6) for {args.tasks} tasks, {args.n} instances: "
+           f"p50 {pct(lat, 50):.2f} ms, p99 {pct(lat, 99):.2f} ms; subsets evaluated: median "
+           f"{pct(evals, 50)} ({pct(evals, 50) / 2 ** args.tasks:.2%} of 2^{args.tasks})")
+    opt = better = worse = 0
+    n = 300
+    for k in range(n):
+        m = r.choice([6, 8, 10, 12])
+        tasks = [Candidate(f"t{i}", (r.uniform(0.01, 0.2), r.uniform(50, 600)), r.uniform(50, 600)) for i in range(m)]
+        used = [sum(t.used[0] for t in tasks), sum(t.used[1] for t in tasks)]
+        cap = [used[0] / r.uniform(1.0, 1.3), used[1] / r.uniform(0.7, 1.2)]
+        t, g, b = tabu_select(cap, used, tasks, random.Random(k)), greedy_by_size(cap, used, tasks), brute_force(cap, used, tasks)
+        opt += t.fitness >= b.fitness - 1e-9 * max(1, abs(b.fitness))
+        better += t.fitness > g.fitness + 1e-12
+        worse += t.fitness < g.fitness - 1e-12
+    return out + (f"\nSCS quality on {n} instances of 6-12 tasks: optimal (= brute force) in {opt} ({opt / n:.1%}); "
+                  f"better than greedy-by-size in {better} ({better / n:.1%}), worse in {worse}")
+
+
+def bench_model(args) -> str:
+    from cellbed.model.cell import ModelCell, ModelCellParams
+    from cellbed.runtime import run_virtual
+    p = ModelCellParams(nodes=args.nodes, duration_s=args.hours * 3600, seed=3, overload_share=0.1,
+                        overload_factor=2.0, overload_at_s=min(1800, args.hours * 1800))
+    w = time.perf_counter()
+    s = run_virtual(ModelCell(p).run())
+    wall = time.perf_counter() - w
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    c = s.counters
+    coll = c.get("collisions", 0) / max(1, c.get("process_accepted", 0) + c.get("collisions", 0))
+    last = s.ticks[-1]
+    return (f"model cell {args.nodes} hosts, {args.hours:g} simulated h: wall {wall:.0f} s = "
+            f"{args.hours / (wall / 60):.2f} simulated h per wall min; peak RSS {rss:.0f} MiB; tasks live "
+            f"{s.tasks_live}; SANs {c.get('sans_started', 0)}, migrated {c.get('sans_migrated', 0)}, collision rate "
+            f"{coll:.1%}; end overloaded {last.overloaded}/{last.nodes}; lost {len(s.lost)}, duplicated {len(s.duplicated)}")
+
+
+async def _realcell(args) -> str:
+    import tempfile
+    from cellbed.cell import cell as cellmod
+    from cellbed.client import NodeClient
+    from cellbed.runtime.clock import RealClock
+    from cellbed.runtime.grpc_transport import GrpcTransport
+    from cellbed.v1 import masb_pb2 as mpb, node_pb2 as pb
+    root = tempfile.mkdtemp(prefix="cellbed-bench-")
+    st = cellmod.up("bm", 3, subnet="10.231.21.0/24", host_cpus=[0.6], host_mem_mib=[1024], root=root,
+                    monitor_period_s=1.0, san={"report_period_s": 1.0, "window_s": 5.0, "boot_grace_s": 10.0})
+    tgt = {h: f"{d['address']}:{d['grpc_port']}" for h, d in st["hosts"].items()}
+    lat = []
+    try:
+        async def call(h, m, req, timeout=60):
+            async with NodeClient(tgt[h], h) as c:
+                return await c.call(m, req, timeout=timeout)
+        for name in ("b1", "b2"):
+            await call("h1", "StartVm", pb.StartVmRequest(spec=pb.VmSpec(name=name, mem_mib=128, vcpus=1,
+                       workload=pb.Workload(cpu_load=0.02, wss_mib=16))), timeout=180)
+        tr = GrpcTransport(lambda n: n, RealClock())
+        seen = set()
+        for cycle in range(args.cycles):
+            for name in ("b1", "b2"):
+                await call("h1", "SetWorkload", pb.SetWorkloadRequest(name=name, workload=pb.Workload(cpu_load=0.35)))
+            deadline = time.monotonic() + 180
+            done = None
+            while time.monotonic() < deadline and done is None:
+                negs = (await tr.request(tgt["h1"], "San/ListNegotiations", mpb.ListNegotiationsRequest(),
+                                         timeout=10)).negotiations
+                for n in negs:
+                    if n.state == "migrated" and n.san_id not in seen:
+                        done = n
+                await asyncio.sleep(0.5)
+            if done is None:
+                print(f"cycle {cycle}: no migration within 180 s", file=sys.stderr)
+                break
+            seen.add(done.san_id)
+            proc = next(s.unix_s for s in done.steps if s.kind == "process")
+            lat.append((proc - done.started_unix_s) * 1000)
+            print(f"cycle {cycle}: {done.vm} -> {done.target}: detected -> migration started "
+                  f"{lat[-1]:.0f} ms", file=sys.stderr)
+            # bring it home idle, for the next cycle
+            await call(done.target, "SetWorkload", pb.SetWorkloadRequest(name=done.vm, workload=pb.Workload(cpu_load=0.02)))
+            await call("h1", "SetWorkload", pb.SetWorkloadRequest(
+                name="b2" if done.vm == "b1" else "b1", workload=pb.Workload(cpu_load=0.02)))
+            await call(done.target, "MigrateVm", pb.MigrateVmRequest(name=done.vm, dest_host="h1"), timeout=300)
+        await tr.close()
+    finally:
+        cellmod.down("bm", root)
+    return (f"real cell (3 namespace hosts, TCG, monitor period 1 s): overload detected -> migration started over "
+            f"{len(lat)} cycles: p50 {pct(lat, 50):.0f} ms, p99 {pct(lat, 99):.0f} ms, min {min(lat):.0f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["candidates", "scs", "model", "realcell"])
+    ap.add_argument("--nodes", type=int, default=12500)
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--tasks", type=int, default=20)
+    ap.add_argument("--hours", type=float, default=2.0)
+    ap.add_argument("--cycles", type=int, default=10)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    fn = {"candidates": bench_candidates, "scs": bench_scs, "model": bench_model,
+          "realcell": lambda a: asyncio.run(_realcell(a))}[args.what]
+    text = fn(args)
+    print(text)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(f"- {time.strftime('%Y-%m-%d')} `{' '.join(sys.argv[1:])}`: {text}\n")
+
+
+if __name__ == "__main__":
+    main()
