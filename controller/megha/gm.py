@@ -57,6 +57,8 @@ class GmTask:
     preemptions: int = 0
     requeues: int = 0
     recovered: bool = False
+    inflight: bool = False             # a request for it is out at an LM
+    unsure: set = dataclasses.field(default_factory=set)   # LMs that may hold it (a request timed out)
     early: mpb.TaskEvent | None = None
     waiters: list = dataclasses.field(default_factory=list)
 
@@ -342,6 +344,21 @@ class GlobalMaster:
             raise errors.NotFound(f"task {name!r} is unknown to GM {self.name}")
         return gt
 
+    async def remote_status(self, name: str) -> mpb.TaskStatus:
+        """A task this GM does not know (it placed it before a restart): ask the LMs."""
+        for lm in self.view.order:
+            try:
+                r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
+                                                 mpb.FindTasksRequest(names=[name]), timeout=self.params.request_timeout_s)
+            except errors.CellbedError:
+                continue
+            for rec in r.found:
+                return mpb.TaskStatus(name=name, user=rec.task.user, state=rec.state, gm=self.name,
+                                      placement=mpb.Placement(lm=lm, host=rec.host, partition=rec.partition,
+                                                              repartitioned=rec.logical),
+                                      detail="placed before this GM restarted; allocation time unknown here")
+        raise errors.NotFound(f"task {name!r} is unknown to GM {self.name} and to every LM")
+
     def status(self, gt: GmTask) -> mpb.TaskStatus:
         st = mpb.TaskStatus(name=gt.name, user=gt.user, state=gt.state, gm=self.name, detail=gt.detail,
                             preemptions=gt.preemptions)
@@ -395,8 +412,38 @@ class GlobalMaster:
         if self._memo_gen == self._gen:
             self._memo.setdefault((gt.constraints, gt.user), []).append((gt.cpu, gt.mem))
 
+    async def _resolve_unsure(self, gt: GmTask) -> str:
+        """A request to an LM timed out or broke: did the LM take the task? "placed", "free" (no LM
+        that may hold it does) or "unknown" (one did not answer: keep waiting, never place it twice)."""
+        for lm in sorted(gt.unsure):
+            try:
+                r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
+                                                 mpb.FindTasksRequest(names=[gt.name]),
+                                                 timeout=self.params.request_timeout_s)
+            except errors.CellbedError as e:
+                gt.detail = f"waiting to learn whether LM {lm} took it: {e}"
+                self._failover(lm)
+                return "unknown"
+            if r.found:
+                rec = r.found[0]
+                gt.unsure.clear()
+                gt.state = RUNNING if rec.state == mpb.TASK_STATE_RUNNING else STARTING
+                gt.placement = mpb.Placement(lm=lm, host=rec.host, partition=rec.partition, repartitioned=rec.logical)
+                self.store.remove(self.name, gt.name)
+                self.counters["found_after_timeout"] += 1
+                return "placed"
+            gt.unsure.discard(lm)
+        return "free"
+
     async def _schedule(self, gt: GmTask) -> None:
         gt.clk.dequeue(self.clock.now())
+        if gt.unsure:
+            res = await self._resolve_unsure(gt)
+            if res == "placed":
+                return
+            if res == "unknown":
+                self._park(gt, gt.detail)
+                return
         if self._known_to_fail(gt):
             self.counters["skipped_known_to_fail"] += 1
             self._park(gt, gt.detail)
@@ -444,21 +491,27 @@ class GlobalMaster:
             method, req = "Preempt", mpb.PreemptRequest(task=gt.task, gm=self.name, victim_user=victim, sent_unix_s=now)
         target = self._target(lm)
         self.counters[f"{kind}_requests"] += 1
+        gt.inflight = True
         try:
             resp = await self.transport.request(target, f"LocalMaster/{method}", req,
                                                 timeout=self.params.request_timeout_s)
         except _LM_DOWN as e:
+            gt.inflight = False
+            if not isinstance(e, errors.FailedPrecondition):   # a standby's refusal accepted nothing
+                gt.unsure.add(lm)                               # the LM may have taken it: ask before placing elsewhere
             gt.clk.failed_attempt(self.clock.now() - now, 0.0, 0.0)
             gt.detail = f"LM {lm} ({target}) unavailable: {e}"
             self.counters["lm_unavailable"] += 1
             self._failover(lm)
             return "lm_down"
         except errors.CellbedError as e:   # a bug or a config mismatch between GM and LM
+            gt.inflight = False
             gt.clk.failed_attempt(self.clock.now() - now, 0.0, 0.0)
             gt.detail = f"LM {lm} refused {method}: {e}"
             self.counters["lm_errors"] += 1
             log.warning("GM %s: %s %s on %s: %s", self.name, method, gt.name, target, e)
             return "lm_down"
+        gt.inflight = False
         rtt = self.clock.now() - now
         if resp.HasField("state"):
             self._apply(lm, resp.state)
@@ -483,8 +536,22 @@ class GlobalMaster:
         pu["placed"] += 1
         if gt.early is not None:
             ev, gt.early = gt.early, None
+            if ev.placement.lm and ev.placement.lm != resp.placement.lm:
+                # it started elsewhere meanwhile (a takeover reported a start this GM took for lost):
+                # keep that one, stop this duplicate
+                self.counters["duplicates_stopped"] += 1
+                log.warning("GM %s: %s already runs on %s; stopping its duplicate on %s", self.name, gt.name,
+                            ev.placement.host, resp.placement.host)
+                asyncio.ensure_future(self._stop_duplicate(lm, gt.name))
             self._started(gt, ev)
         return "ok"
+
+    async def _stop_duplicate(self, lm: str, name: str) -> None:
+        try:
+            await self.transport.request(self._target(lm), "LocalMaster/StopTask", mpb.StopTaskRequest(name=name),
+                                         timeout=self.params.request_timeout_s)
+        except errors.CellbedError as e:
+            log.warning("GM %s: stopping the duplicate of %s on %s failed: %s", self.name, name, lm, e)
 
     async def _preempt(self, gt: GmTask) -> bool:
         """Algorithm 2: under contention, preempt the user with the largest share violation."""
@@ -517,14 +584,26 @@ class GlobalMaster:
 
     # --- task events from the LMs ------------------------------------------------------------------------
     def report_events(self, req: mpb.ReportTaskEventsRequest) -> int:
+        if not self.ready.is_set():
+            raise errors.Unavailable(f"GM {self.name} is recovering its queues; resend the events")
         for ev in req.events:
             k = ev.kind
             gt = self.tasks.get(ev.name)
             if k == mpb.TASK_EVENT_KIND_STARTED:
+                if gt is None and ev.task.name == ev.name and ev.task.user in self.my_users:
+                    gt = self._new_task(ev.task, ev.task.arrival_unix_s or ev.unix_s, ev.unix_s)  # placed before
+                    gt.state, gt.placement, gt.recovered = STARTING, ev.placement, True         # a restart
+                    self.counters["started_unknown_rebuilt"] += 1
                 if gt is None:
                     self.counters["events_unknown"] += 1
-                elif gt.state == QUEUED:
+                elif gt.state == QUEUED and gt.inflight:
                     gt.early = ev          # the LM's reply has not been processed yet
+                elif gt.state == QUEUED:   # placed after all (an LM answered UNAVAILABLE, then its standby
+                    self.queues.remove(gt.user, gt.name)     # found the task running): not queued any more
+                    self.store.remove(self.name, gt.name)
+                    gt.placement = ev.placement
+                    self._started(gt, ev)
+                    self.counters["started_while_queued"] += 1
                 elif gt.state == STARTING:
                     self._started(gt, ev)
             elif k == mpb.TASK_EVENT_KIND_FINISHED:
@@ -668,7 +747,10 @@ class GlobalMasterServicer(mpbg.GlobalMasterServicer):
             raise errors.InvalidArgument("name must be set")
         if not (math.isfinite(request.wait_s) and 0 <= request.wait_s <= 3600):
             raise errors.InvalidArgument(f"wait_s={request.wait_s!r} is out of range: allowed 0..3600 s")
-        gt = self.agent.find(request.name)
+        try:
+            gt = self.agent.find(request.name)
+        except errors.NotFound:
+            return mpb.GetTaskResponse(status=await self.agent.remote_status(request.name))
         if request.wait_s > 0:
             await self.agent.wait(gt, request.wait_s)
         return mpb.GetTaskResponse(status=self.agent.status(gt))

@@ -84,6 +84,10 @@ class LocalMaster:
         self.counters: Counter = Counter()
         self._lock = asyncio.Lock()
         self._acquired = 0.0                                   # when the current validation began
+        self._pending_start = None
+        self._standby_ok = True
+        self._repl_lock = asyncio.Lock()
+        self._boot_slots: dict[int, asyncio.Semaphore] = {}
         self._tasks: list[asyncio.Task] = []
         self._bg: set[asyncio.Task] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -252,6 +256,11 @@ class LocalMaster:
                 await self.clock.sleep(self.cost.lm_validate_s)
             resp = fn()
             done = self.clock.now()
+            start, self._pending_start = self._pending_start, None
+        if start is not None:
+            if self.peer and self._standby_ok:
+                await self._replicate_once(timeout=self.params.replicate_timeout_s)   # before anyone hears of it
+            self._spawn(self._start_task(*start), f"start-{start[0].name}")
         resp.timing.comm_in_ms = max(0.0, recv - req.sent_unix_s) * 1000 if req.sent_unix_s else 0.0
         resp.timing.queue_ms = (acq - recv) * 1000
         resp.timing.processing_ms = (done - acq) * 1000
@@ -282,7 +291,7 @@ class LocalMaster:
         self._dirty.add(t.name)
         resp = mpb.PlacementResponse(ok=True, state=self._reply_state(h),
                                      placement=self._placement(t, [v.name for v in victims]))
-        self._spawn(self._start_task(t, resp, list(victims), self._acquired), f"start-{t.name}")
+        self._pending_start = (t, resp, list(victims), self._acquired)   # _serial starts it
         return resp
 
     async def launch(self, req: mpb.LaunchRequest) -> mpb.PlacementResponse:
@@ -380,10 +389,18 @@ class LocalMaster:
             self._event(v.submit_gm, mpb.TaskEvent(name=v.name, kind=mpb.TASK_EVENT_KIND_PREEMPTED,
                                                    placement=self._placement(v), task=v.payload,
                                                    detail=f"preempted on {host} for {t.name} ({t.user})"))
+        ready = self.clock.now()
+        slots = None
+        if self.params.max_starting_per_host:
+            slots = self._boot_slots.setdefault(t.host, asyncio.Semaphore(self.params.max_starting_per_host))
+            await slots.acquire()
         sent = self.clock.now()
         try:
             rep = await self.transport.request(host, "NodeAgent/StartVm", npb.StartVmRequest(spec=vm_spec(t.payload)),
                                                timeout=self.params.start_timeout_s)
+            vm = rep.vm
+            start = vm.created_unix_s if vm.created_unix_s >= sent else sent
+            boot = vm.boot_to_workload_s
         except errors.AlreadyExists:
             start, boot = self.clock.now(), 0.0       # e.g. resent after a takeover: it runs already
         except errors.CellbedError as e:
@@ -397,19 +414,18 @@ class LocalMaster:
             self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=kind, task=t.payload,
                                                    detail=f"StartVm on {host}: {e}"))
             return
-        else:
-            vm = rep.vm
-            start = vm.created_unix_s if vm.created_unix_s >= sent else sent
-            boot = vm.boot_to_workload_s
+        finally:
+            if slots is not None:
+                slots.release()
         t.state, t.start_unix_s = "running", start
         self._dirty.add(t.name)
         lt = resp.timing
         # LM processing runs up to StartVm: validation, plus stopping the victims of a preemption
         timing = mpb.LmTiming(comm_in_ms=lt.comm_in_ms, queue_ms=lt.queue_ms,
-                              processing_ms=max(lt.processing_ms / 1000, sent - acquired) * 1000,
-                              comm_node_ms=max(0.0, start - sent) * 1000, worker_queue_ms=0.0, boot_ms=boot * 1000,
-                              start_unix_s=start)
-        self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=mpb.TASK_EVENT_KIND_STARTED,
+                              processing_ms=max(lt.processing_ms / 1000, ready - acquired) * 1000,
+                              comm_node_ms=max(0.0, start - sent) * 1000, worker_queue_ms=(sent - ready) * 1000,
+                              boot_ms=boot * 1000, start_unix_s=start)
+        self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=mpb.TASK_EVENT_KIND_STARTED, task=t.payload,
                                                placement=resp.placement, timing=timing, unix_s=start))
         if self.cluster.tasks.get(t.name) is not t or t.name in self._stop_requested:
             self._stop_requested.discard(t.name)
@@ -504,8 +520,12 @@ class LocalMaster:
     async def _replicator(self) -> None:
         while True:
             await self.clock.sleep(self.params.replicate_period_s)
-            if self.role != ACTIVE:
-                continue
+            if self.role == ACTIVE:
+                await self._replicate_once(timeout=5.0)
+
+    async def _replicate_once(self, timeout: float) -> bool:
+        """Send the standby what changed (all of it after a failure). Also the heartbeat."""
+        async with self._repl_lock:
             full = self._need_full
             names = list(self.cluster.tasks) if full else [n for n in self._dirty if n in self.cluster.tasks]
             removed = [] if full else list(self._removed)
@@ -519,17 +539,23 @@ class LocalMaster:
             self._dirty.clear()
             self._removed.clear()
             try:
-                r = await self.transport.request(self.peer, "LocalMaster/Replicate", req, timeout=5.0)
-                self._need_full = False
-                if r.role == ACTIVE and r.epoch > self.epoch:
-                    log.warning("LM %s: %s took over (epoch %d > %d): stepping down to standby", self.lm,
-                                r.instance, r.epoch, self.epoch)
-                    self.role, self.epoch = STANDBY, r.epoch
-                    self.last_heartbeat = self.clock.monotonic()
+                r = await self.transport.request(self.peer, "LocalMaster/Replicate", req, timeout=timeout)
             except errors.CellbedError as e:
                 self._need_full = True
+                if self._standby_ok:
+                    log.warning("LM %s: standby %s unreachable (%s): replicating in the background until it answers",
+                                self.lm, self.peer, e)
+                self._standby_ok = False
                 self.counters["replicate_failures"] += 1
-                log.debug("LM %s: replicate to %s failed: %s", self.lm, self.peer, e)
+                return False
+            self._need_full = False
+            self._standby_ok = True
+            if r.role == ACTIVE and r.epoch > self.epoch:
+                log.warning("LM %s: %s took over (epoch %d > %d): stepping down to standby", self.lm,
+                            r.instance, r.epoch, self.epoch)
+                self.role, self.epoch = STANDBY, r.epoch
+                self.last_heartbeat = self.clock.monotonic()
+            return True
 
     def replicate(self, req: mpb.ReplicateRequest) -> mpb.ReplicateResponse:
         if self.role == ACTIVE:
@@ -571,8 +597,13 @@ class LocalMaster:
                                         old.owner.tolist())
             self.cluster.version = self.epoch << 32
             vms = await self._list_vms()
+            for _ in range(int(self.params.settle_s / 0.5)):   # VMs still booting may yet be rolled back
+                if not any(v.state_reason == "starting" for lst in vms.values() for v in lst or ()):
+                    break
+                await self.clock.sleep(0.5)
+                vms = await self._list_vms()
             running = {h: {v.spec.name: v for v in (lst or ())} for h, lst in vms.items()}
-            lost = []
+            lost, unreported = [], []
             for r in self.replica.values():
                 h = self.cluster.index.get(r.host)
                 if h is None:
@@ -581,9 +612,13 @@ class LocalMaster:
                     lost.append(r)
                     continue
                 cpu, mem = task_request(r.task)
+                vm = running.get(h, {}).get(r.task.name)
+                start = r.start_unix_s or (vm.created_unix_s if vm is not None else 0.0) or self.clock.now()
                 t = LmTask(r.task.name, r.task.user, cpu, mem, h, self.cluster.gm_index.get(r.partition, 0),
-                           r.logical, r.submit_gm, "running", r.start_unix_s or self.clock.now(), r.task)
+                           r.logical, r.submit_gm, "running", start, r.task)
                 self.cluster.allocate(t)
+                if r.state == mpb.TASK_STATE_STARTING:      # the active died before reporting the start
+                    unreported.append((t, vm))
                 if r.task.duration_s > 0:
                     left = max(0.0, r.start_unix_s + r.task.duration_s - self.clock.now()) if r.start_unix_s else r.task.duration_s
                     self._timers[t.name] = self.clock.call_later(
@@ -597,6 +632,12 @@ class LocalMaster:
             for r in lost:
                 self._event(r.submit_gm, mpb.TaskEvent(name=r.task.name, kind=mpb.TASK_EVENT_KIND_FAILED,
                                                        task=r.task, detail=f"gone from {r.host} at the takeover"))
+            for t, vm in unreported:
+                boot = vm.boot_to_workload_s * 1000 if vm is not None else 0.0
+                self._event(t.submit_gm, mpb.TaskEvent(
+                    name=t.name, kind=mpb.TASK_EVENT_KIND_STARTED, placement=self._placement(t), task=t.payload,
+                    timing=mpb.LmTiming(start_unix_s=t.start_unix_s, boot_ms=boot), unix_s=t.start_unix_s,
+                    detail="start reported by the standby after the takeover"))
             self.role = ACTIVE
             self.takeovers += 1
             self.counters["takeovers"] += 1

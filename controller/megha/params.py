@@ -37,6 +37,12 @@ class LmParams:
     start_timeout_s: float = 180.0          # StartVm deadline (TCG boots are slow)
     stop_timeout_s: float = 60.0            # StopVm deadline
     discover_timeout_s: float = 120.0       # every host must answer GetHostState within this at start
+    replicate_timeout_s: float = 2.0        # an accepted task is replicated to the standby before the reply
+                                            # (and before StartVm); a standby slower than this is caught up
+                                            # in the background instead
+    settle_s: float = 30.0                  # a takeover waits up to this for VMs still booting to settle
+    max_starting_per_host: int = 0          # VMs booting at once per host (0 = no limit); a task waiting
+                                            # for its turn is in worker queueing (a TCG box boots slowly)
     piggyback_full: bool = True             # every reply carries the state of all partitions (the paper's
                                             # "partial state about an entire LM cluster after every launch");
                                             # False: successful replies carry only the changed host
@@ -50,6 +56,9 @@ class LmParams:
         check_range("start_timeout_s", self.start_timeout_s, 1, 3600, "s")
         check_range("stop_timeout_s", self.stop_timeout_s, 1, 3600, "s")
         check_range("discover_timeout_s", self.discover_timeout_s, 1, 3600, "s")
+        check_range("replicate_timeout_s", self.replicate_timeout_s, 0.01, 60, "s")
+        check_range("settle_s", self.settle_s, 0, 3600, "s")
+        check_range("max_starting_per_host", self.max_starting_per_host, 0, 1000)
         return self
 
 
