@@ -9,7 +9,8 @@ ROOT=$PWD
 VENV=$ROOT/.venv
 APT_PKGS=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config mosquitto
           iproute2 util-linux busybox-static gcc libc6-dev python3-dev python3-venv gzip xz-utils zstd
-          mount procps)
+          mount procps
+          python3 openssh-server openssh-client supervisor python3-apt python3-debian debootstrap e2fsprogs)
 BPO_PKGS=(qemu-system-x86 qemu-utils)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }

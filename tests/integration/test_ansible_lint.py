@@ -1,0 +1,68 @@
+"""ansible/ is lint-clean with the production profile, every playbook parses, and the nested
+role's plan (what nested.yml would build) is right. No hosts are touched here."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.integration.conftest import REPO
+
+ANSIBLE_DIR = os.path.join(REPO, "ansible")
+BIN = os.path.dirname(sys.executable)
+ENV = {**os.environ, "ANSIBLE_NOCOLOR": "1", "NO_COLOR": "1", "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
+
+
+def run(*cmd: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=ANSIBLE_DIR, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def test_ansible_lint_passes_with_the_production_profile():
+    t0 = time.monotonic()
+    r = run(os.path.join(BIN, "ansible-lint"), "--offline", "--profile", "production", "--nocolor", "-f", "pep8")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-6000:]
+    assert "Profile 'production' was required, and it passed" in out, out[-2000:]
+    print(f"\nansible-lint --profile production: {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.parametrize("playbook, inventory", [
+    ("site.yml", "inventories/lab/hosts.yml"),
+    ("verify.yml", "inventories/lab/hosts.yml"),
+    ("teardown.yml", "inventories/lab/hosts.yml"),
+    ("nested.yml", "inventories/nested-l0/hosts.yml"),
+])
+def test_playbook_passes_syntax_check(playbook, inventory):
+    r = run(os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook, "--syntax-check")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _role_vars(role: str, expr: str, **extra) -> object:
+    """Evaluate *expr* with a role's defaults and vars, as the role would (no host is touched)."""
+    d = os.path.join(ANSIBLE_DIR, "roles", role)
+    r = run(os.path.join(BIN, "ansible"), "localhost", "-c", "local", "-i", "localhost,",
+            "-e", f"@{d}/defaults/main.yml", "-e", f"@{d}/vars/main.yml", "-e", json.dumps(extra),
+            "-e", "ansible_service_mgr=none ansible_python_interpreter=" + sys.executable,
+            "-m", "ansible.builtin.debug", "-a", f"msg={{{{ {expr} | to_json }}}}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    return json.loads(json.loads(out[out.index("{"):])["msg"])
+
+
+def test_nested_plan_gives_every_l1_its_own_address_tap_mac_and_disk():
+    l1s = _role_vars("nested", "__nested_l1s", nested_l1_count=3, nested_subnet="10.231.41.0/24",
+                     nested_dir="/srv/n")
+    assert [(l["name"], l["address"], l["tap"], l["mac"], l["disk"]) for l in l1s] == [
+        ("l1-1", "10.231.41.11", "cbnestt1", "52:54:00:cb:00:01", "/srv/n/l1-1.qcow2"),
+        ("l1-2", "10.231.41.12", "cbnestt2", "52:54:00:cb:00:02", "/srv/n/l1-2.qcow2"),
+        ("l1-3", "10.231.41.13", "cbnestt3", "52:54:00:cb:00:03", "/srv/n/l1-3.qcow2")]
+    assert _role_vars("nested", "__nested_gateway", nested_subnet="10.231.41.0/24") == "10.231.41.1"
+
+
+@pytest.mark.parametrize("requested, kvm_usable, want", [
+    ("auto", False, "tcg"), ("auto", True, "kvm"), ("tcg", True, "tcg"), ("kvm", True, "kvm")])
+def test_nested_l1_accelerator_follows_the_box(requested, kvm_usable, want):
+    got = _role_vars("nested", "__nested_accel", nested_l1_accel=requested, common_kvm_usable=kvm_usable)
+    assert got.strip() == want
