@@ -130,6 +130,7 @@ class ModelCell:
         self._tick_mig = collections.Counter()
         self.counters: collections.Counter = collections.Counter()
         self._inflight: set[asyncio.Task] = set()
+        self._bestfit_booked: dict[str, tuple[float, float]] = {}   # host -> (cores, MiB) being started there
 
     # --- building ----------------------------------------------------------------------
     def _generator(self):
@@ -222,6 +223,8 @@ class ModelCell:
             if spec.constraints and not ev.constraints_match(spec.constraints, a.cfg.attributes):
                 continue
             cu, mu = a.used()
+            bc, bm = self._bestfit_booked.get(name, (0.0, 0.0))   # decided, StartVm still in flight
+            cu, mu = cu + bc, mu + bm
             cap_c, cap_m = a.cfg.cpu_cores, a.cfg.mem_mib
             if cu + spec.requested_cpu > cap_c or mu + spec.mem_mib > cap_m:
                 continue
@@ -231,11 +234,17 @@ class ModelCell:
         if best is None:
             return False
         from cellbed.daemon.agent import spec_pb
+        bc, bm = self._bestfit_booked.get(best, (0.0, 0.0))
+        self._bestfit_booked[best] = (bc + spec.requested_cpu, bm + spec.mem_mib)
         try:
             await self.driver.request(best, "NodeAgent/StartVm", pb.StartVmRequest(spec=spec_pb(spec)), timeout=60)
             return True
         except errors.FailedPrecondition:
             return False
+        finally:
+            bc, bm = self._bestfit_booked.pop(best)
+            if bc - spec.requested_cpu > 1e-9 or bm - spec.mem_mib > 0:
+                self._bestfit_booked[best] = (bc - spec.requested_cpu, bm - spec.mem_mib)
 
     def _spawn(self, coro) -> None:
         t = asyncio.ensure_future(coro)
