@@ -350,8 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", default="migration-bench.csv")
     p.set_defaults(fn=cmd_bench_migration)
 
-    from cellbed.cli import report_cmd
+    from cellbed.cli import report_cmd, run_cmd
     report_cmd.register(sub)
+    run_cmd.register(sub)
     return ap
 
 

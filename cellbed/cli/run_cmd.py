@@ -1,0 +1,48 @@
+"""``cellctl run SCENARIO.toml [--out DIR] [--set key=value ...]``: run one scenario, write its
+results folder and report (DESIGN §10.4, §12).
+
+Model cells need nothing else; real cells need root (namespaces, libvirtd, QEMU) like
+``cellctl cell up``. A progress bar goes to stderr; the report path goes to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``run`` command to cellctl's subparsers."""
+    p = subparsers.add_parser(
+        "run", help="run a scenario (model or real cell) into a results folder with its report",
+        description="Run SCENARIO.toml and write manifest.json, events.jsonl, ticks.csv, migrations.csv, "
+                    "allocations.csv and report.md with plots into --out. --set overrides any scenario key "
+                    "(dotted, e.g. run.seed=7, cell.nodes=500, policy.san.enabled=false).")
+    p.add_argument("scenario", metavar="SCENARIO.toml")
+    p.add_argument("--out", metavar="DIR", help="results folder (default: results/<run name>-<UTC time>)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key (repeatable)")
+    p.add_argument("--overwrite", action="store_true", help="reuse --out even if it already holds a run")
+    p.add_argument("--no-report", action="store_true", help="skip report.md and the plots (cellctl report later)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    from cellbed.experiment.runner import run_scenario
+    from cellbed.experiment.scenario import load_scenario
+
+    sc = load_scenario(args.scenario, args.overrides)
+    out = Path(args.out) if args.out else Path("results") / f"{sc.run.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    res = run_scenario(sc, out, progress=None if args.quiet else sys.stderr, overwrite=args.overwrite,
+                       report=not args.no_report)
+    if getattr(args, "json", False):
+        print(json.dumps({"results": str(res.path), "report": str(res.report) if res.report else None,
+                          "summary": res.summary}, indent=1, default=str))
+    else:
+        s = res.summary
+        print(f"run {sc.run.name}: {s.get('simulated_s', 0) / 60:.0f} simulated min in {s.get('wall_s', 0):.0f} s wall, "
+              f"peak RSS {s.get('peak_rss_mib', 0):.0f} MiB; results {res.path}"
+              + (f"; report {res.report}" if res.report else ""))
