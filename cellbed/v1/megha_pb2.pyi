@@ -508,7 +508,7 @@ class ListPartitionsResponse(_message.Message):
     def __init__(self, lm: _Optional[str] = ..., instance: _Optional[str] = ..., role: _Optional[_Union[LmRole, str]] = ..., epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionInfo, _Mapping]]] = ..., counters: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class LmTaskRecord(_message.Message):
-    __slots__ = ("task", "host", "partition", "logical", "submit_gm", "state", "start_unix_s")
+    __slots__ = ("task", "host", "partition", "logical", "submit_gm", "state", "start_unix_s", "start_sent")
     TASK_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
@@ -516,6 +516,7 @@ class LmTaskRecord(_message.Message):
     SUBMIT_GM_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     START_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    START_SENT_FIELD_NUMBER: _ClassVar[int]
     task: MeghaTask
     host: str
     partition: str
@@ -523,7 +524,8 @@ class LmTaskRecord(_message.Message):
     submit_gm: str
     state: TaskState
     start_unix_s: float
-    def __init__(self, task: _Optional[_Union[MeghaTask, _Mapping]] = ..., host: _Optional[str] = ..., partition: _Optional[str] = ..., logical: _Optional[bool] = ..., submit_gm: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., start_unix_s: _Optional[float] = ...) -> None: ...
+    start_sent: bool
+    def __init__(self, task: _Optional[_Union[MeghaTask, _Mapping]] = ..., host: _Optional[str] = ..., partition: _Optional[str] = ..., logical: _Optional[bool] = ..., submit_gm: _Optional[str] = ..., state: _Optional[_Union[TaskState, str]] = ..., start_unix_s: _Optional[float] = ..., start_sent: _Optional[bool] = ...) -> None: ...
 
 class ReplicateRequest(_message.Message):
     __slots__ = ("instance", "epoch", "upserts", "removed", "full", "outbox", "outbox_gm")

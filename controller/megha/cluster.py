@@ -46,6 +46,7 @@ class LmTask:
     state: str = "starting"    # starting | running
     start_unix_s: float = 0.0
     payload: object = None     # the task as submitted (the agent keeps its protobuf here)
+    start_sent: bool = False   # StartVm has gone to the node
 
 
 def blocks(n_hosts: int, n_gms: int) -> list[int]:

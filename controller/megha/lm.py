@@ -385,7 +385,22 @@ class LocalMaster:
             except errors.NotFound:
                 pass
             except errors.CellbedError as e:
-                log.warning("LM %s: stopping preempted %s on %s failed: %s", self.lm, v.name, host, e)
+                # the victim still runs: give its resources back to it and requeue this task instead
+                log.warning("LM %s: stopping preempted %s on %s failed: %s; preemption for %s abandoned",
+                            self.lm, v.name, host, e, t.name)
+                self.counters["preemptions_abandoned"] += 1
+                if self.cluster.tasks.get(t.name) is t:
+                    self.cluster.release(t.name)
+                    self._removed.add(t.name)
+                for w in victims[victims.index(v):]:
+                    if w.name not in self.cluster.tasks:
+                        self.cluster.allocate(w)
+                        self._dirty.add(w.name)
+                        self._removed.discard(w.name)
+                        self._schedule_finish(w)
+                self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=mpb.TASK_EVENT_KIND_FAILED, task=t.payload,
+                                                       detail=f"preemption on {host} failed: {e}"))
+                return
             self._event(v.submit_gm, mpb.TaskEvent(name=v.name, kind=mpb.TASK_EVENT_KIND_PREEMPTED,
                                                    placement=self._placement(v), task=v.payload,
                                                    detail=f"preempted on {host} for {t.name} ({t.user})"))
@@ -394,6 +409,10 @@ class LocalMaster:
         if self.params.max_starting_per_host:
             slots = self._boot_slots.setdefault(t.host, asyncio.Semaphore(self.params.max_starting_per_host))
             await slots.acquire()
+        t.start_sent = True
+        self._dirty.add(t.name)
+        if self.peer and self._standby_ok:      # the standby must know a StartVm may be in flight
+            await self._replicate_once(timeout=self.params.replicate_timeout_s)
         sent = self.clock.now()
         try:
             rep = await self.transport.request(host, "NodeAgent/StartVm", npb.StartVmRequest(spec=vm_spec(t.payload)),
@@ -431,9 +450,16 @@ class LocalMaster:
             self._stop_requested.discard(t.name)
             await self._finish(t.name, "stopped while starting")
             return
-        if t.payload.duration_s > 0:
-            self._timers[t.name] = self.clock.call_later(
-                t.payload.duration_s, lambda n=t.name: self._spawn(self._finish(n), f"finish-{n}"))
+        self._schedule_finish(t)
+
+    def _schedule_finish(self, t: LmTask) -> None:
+        """Stop the task when its duration (from its start) has passed."""
+        if t.payload is None or t.payload.duration_s <= 0 or t.name in self._timers:
+            return
+        left = t.payload.duration_s
+        if t.start_unix_s:
+            left = max(0.0, t.start_unix_s + t.payload.duration_s - self.clock.now())
+        self._timers[t.name] = self.clock.call_later(left, lambda n=t.name: self._spawn(self._finish(n), f"finish-{n}"))
 
     async def _finish(self, name: str, why: str = "ran for its duration") -> str:
         self._timers.pop(name, None)
@@ -515,7 +541,7 @@ class LocalMaster:
         return mpb.LmTaskRecord(task=t.payload, host=self.cluster.hosts[t.host], partition=self.cluster.gms[t.partition],
                                 logical=t.logical, submit_gm=t.submit_gm,
                                 state=mpb.TASK_STATE_RUNNING if t.state == "running" else mpb.TASK_STATE_STARTING,
-                                start_unix_s=t.start_unix_s)
+                                start_unix_s=t.start_unix_s, start_sent=t.start_sent)
 
     async def _replicator(self) -> None:
         while True:
@@ -588,8 +614,13 @@ class LocalMaster:
                     log.error("LM %s: takeover by %s failed: %s", self.lm, self.instance, e)
 
     async def takeover(self) -> None:
-        """Become active: rebuild the true state from the replica and the nodes (ListVms)."""
+        """Become active: rebuild the true state from the replica and what the nodes run (ListVms).
+
+        A replicated task the nodes do not run is lost (its GM requeues it) only if the dead
+        active never sent its StartVm; if it did, or the VM is still booting, the task is
+        watched until the node has decided (orphan_wait_s), so it can never run twice."""
         silent = self.clock.monotonic() - self.last_heartbeat
+        watch: list[LmTask] = []
         async with self._lock:
             self.epoch += 1
             old = self.cluster
@@ -597,33 +628,31 @@ class LocalMaster:
                                         old.owner.tolist())
             self.cluster.version = self.epoch << 32
             vms = await self._list_vms()
-            for _ in range(int(self.params.settle_s / 0.5)):   # VMs still booting may yet be rolled back
-                if not any(v.state_reason == "starting" for lst in vms.values() for v in lst or ()):
-                    break
-                await self.clock.sleep(0.5)
-                vms = await self._list_vms()
-            running = {h: {v.spec.name: v for v in (lst or ())} for h, lst in vms.items()}
+            on_node = {h: {v.spec.name: v for v in lst} for h, lst in vms.items() if lst is not None}
             lost, unreported = [], []
             for r in self.replica.values():
                 h = self.cluster.index.get(r.host)
                 if h is None:
                     continue
-                if vms.get(h) is not None and r.task.name not in running[h]:
+                vm = on_node.get(h, {}).get(r.task.name)
+                if h in on_node and vm is None and not r.start_sent:
                     lost.append(r)
                     continue
                 cpu, mem = task_request(r.task)
-                vm = running.get(h, {}).get(r.task.name)
-                start = r.start_unix_s or (vm.created_unix_s if vm is not None else 0.0) or self.clock.now()
                 t = LmTask(r.task.name, r.task.user, cpu, mem, h, self.cluster.gm_index.get(r.partition, 0),
-                           r.logical, r.submit_gm, "running", start, r.task)
+                           r.logical, r.submit_gm, "starting", r.start_unix_s, r.task, start_sent=r.start_sent)
+                booted = vm is not None and vm.state == npb.VM_STATE_RUNNING and vm.state_reason != "starting"
+                if booted or (h not in on_node and r.state == mpb.TASK_STATE_RUNNING):
+                    t.state = "running"
+                    t.start_unix_s = r.start_unix_s or (vm.created_unix_s if vm is not None else self.clock.now())
+                    if r.state == mpb.TASK_STATE_STARTING:      # the active died before reporting the start
+                        unreported.append((t, vm))
+                else:
+                    watch.append(t)
                 self.cluster.allocate(t)
-                if r.state == mpb.TASK_STATE_STARTING:      # the active died before reporting the start
-                    unreported.append((t, vm))
-                if r.task.duration_s > 0:
-                    left = max(0.0, r.start_unix_s + r.task.duration_s - self.clock.now()) if r.start_unix_s else r.task.duration_s
-                    self._timers[t.name] = self.clock.call_later(
-                        left, lambda n=t.name: self._spawn(self._finish(n), f"finish-{n}"))
-            for h, by_name in running.items():
+                if t.state == "running":
+                    self._schedule_finish(t)
+            for h, by_name in on_node.items():
                 for name, vm in by_name.items():
                     if name not in self.cluster.tasks:
                         self._adopt(h, vm)
@@ -631,21 +660,52 @@ class LocalMaster:
                 self.outbox.setdefault(gm, []).append(ev)
             for r in lost:
                 self._event(r.submit_gm, mpb.TaskEvent(name=r.task.name, kind=mpb.TASK_EVENT_KIND_FAILED,
-                                                       task=r.task, detail=f"gone from {r.host} at the takeover"))
+                                                       task=r.task, detail=f"never started on {r.host} (takeover)"))
             for t, vm in unreported:
-                boot = vm.boot_to_workload_s * 1000 if vm is not None else 0.0
-                self._event(t.submit_gm, mpb.TaskEvent(
-                    name=t.name, kind=mpb.TASK_EVENT_KIND_STARTED, placement=self._placement(t), task=t.payload,
-                    timing=mpb.LmTiming(start_unix_s=t.start_unix_s, boot_ms=boot), unix_s=t.start_unix_s,
-                    detail="start reported by the standby after the takeover"))
+                self._report_start(t, vm, "start reported by the standby after the takeover")
             self.role = ACTIVE
             self.takeovers += 1
             self.counters["takeovers"] += 1
             self._need_full = True
-        log.warning("LM %s: %s took over after %.1f s of silence: epoch %d, %d tasks, %d lost (requeued), %d adopted",
-                    self.lm, self.instance, silent, self.epoch, len(self.cluster.tasks), len(lost),
-                    self.counters["adopted"])
+        for t in watch:
+            self._spawn(self._watch_orphan(t), f"watch-{t.name}")
+        log.warning("LM %s: %s took over after %.1f s of silence: epoch %d, %d tasks (%d still starting), "
+                    "%d never started (requeued), %d adopted", self.lm, self.instance, silent, self.epoch,
+                    len(self.cluster.tasks), len(watch), len(lost), self.counters["adopted"])
         self.transport.publish(state_topic(self.cell, self.lm), self.full_state())
+
+    def _report_start(self, t: LmTask, vm, detail: str) -> None:
+        boot = vm.boot_to_workload_s * 1000 if vm is not None else 0.0
+        self._event(t.submit_gm, mpb.TaskEvent(
+            name=t.name, kind=mpb.TASK_EVENT_KIND_STARTED, placement=self._placement(t), task=t.payload,
+            timing=mpb.LmTiming(start_unix_s=t.start_unix_s, boot_ms=boot), unix_s=t.start_unix_s, detail=detail))
+
+    async def _watch_orphan(self, t: LmTask) -> None:
+        """A task the dead active was starting: wait until its node has it running (report the start)
+        or, past orphan_wait_s, still does not have it (release it; its GM requeues it)."""
+        host = self.cluster.hosts[t.host]
+        deadline = self.clock.monotonic() + self.params.orphan_wait_s
+        while self.cluster.tasks.get(t.name) is t:
+            try:
+                vms = (await self.transport.request(host, "NodeAgent/ListVms", npb.ListVmsRequest(), timeout=10.0)).vms
+            except errors.CellbedError:
+                vms = None
+            if vms is not None:
+                vm = next((v for v in vms if v.spec.name == t.name), None)
+                if vm is not None and vm.state == npb.VM_STATE_RUNNING and vm.state_reason != "starting":
+                    t.state, t.start_unix_s = "running", vm.created_unix_s or self.clock.now()
+                    self._dirty.add(t.name)
+                    self._report_start(t, vm, "started by the previous active; reported after the takeover")
+                    self._schedule_finish(t)
+                    return
+                if vm is None and self.clock.monotonic() > deadline:
+                    self.cluster.release(t.name)
+                    self._removed.add(t.name)
+                    self.counters["orphans_lost"] += 1
+                    self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=mpb.TASK_EVENT_KIND_FAILED, task=t.payload,
+                                                           detail=f"not started on {host} by the previous active"))
+                    return
+            await self.clock.sleep(2.0)
 
     # --- views for cellctl ---------------------------------------------------------------------------
     def list_partitions(self) -> mpb.ListPartitionsResponse:

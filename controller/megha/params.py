@@ -40,7 +40,9 @@ class LmParams:
     replicate_timeout_s: float = 2.0        # an accepted task is replicated to the standby before the reply
                                             # (and before StartVm); a standby slower than this is caught up
                                             # in the background instead
-    settle_s: float = 30.0                  # a takeover waits up to this for VMs still booting to settle
+    orphan_wait_s: float = 150.0            # after a takeover, a task whose StartVm the dead active had sent
+                                            # is watched this long (> the node's boot timeout) before it is
+                                            # declared lost: the node may still start it
     max_starting_per_host: int = 0          # VMs booting at once per host (0 = no limit); a task waiting
                                             # for its turn is in worker queueing (a TCG box boots slowly)
     piggyback_full: bool = True             # every reply carries the state of all partitions (the paper's
@@ -57,7 +59,7 @@ class LmParams:
         check_range("stop_timeout_s", self.stop_timeout_s, 1, 3600, "s")
         check_range("discover_timeout_s", self.discover_timeout_s, 1, 3600, "s")
         check_range("replicate_timeout_s", self.replicate_timeout_s, 0.01, 60, "s")
-        check_range("settle_s", self.settle_s, 0, 3600, "s")
+        check_range("orphan_wait_s", self.orphan_wait_s, 0, 3600, "s")
         check_range("max_starting_per_host", self.max_starting_per_host, 0, 1000)
         return self
 
