@@ -1,12 +1,8 @@
 """cellbed-broker: a MASB Broker Agent over gRPC (+ MQTT for node reports)."""
 from __future__ import annotations
 
-import argparse
-import asyncio
 import dataclasses
 import logging
-import os
-import signal
 import tomllib
 
 from cellbed import rpc
@@ -83,23 +79,14 @@ async def serve(cfg: BrokerConfig) -> None:
     await agent.start(subscribe=bool(cfg.mqtt_host))
     await rpc.set_serving(health, [SERVICE])
     log.info("broker %s serving on %s:%d", cfg.name, cfg.address, port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await rpc.wait_for_signal()
     await server.stop(grace=2)
     await agent.stop()
     await transport.close()
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="cellbed-broker", description=__doc__)
-    ap.add_argument("--config", required=True, help="broker TOML config")
-    ap.add_argument("--log-level", default=os.environ.get("CELLBED_LOG", "INFO"))
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(BrokerConfig.load(args.config)))
+    rpc.daemon_main("cellbed-broker", __doc__, serve, BrokerConfig.load, argv)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 reflection, error mapping, and deadlines."""
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from typing import Awaitable, Callable, Iterable
@@ -62,17 +63,30 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
 
 def from_rpc_error(exc: grpc.aio.AioRpcError, what: str) -> errors.CellbedError:
     """Map a client-side RPC error back onto the project's hierarchy."""
-    mapping = {
-        grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
-        grpc.StatusCode.NOT_FOUND: errors.NotFound,
-        grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
-        grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
-        grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
-        grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
-        grpc.StatusCode.ABORTED: errors.MigrationFailed,
-    }
-    cls = mapping.get(exc.code(), errors.CellbedError)
-    return cls(f"{what}: {exc.details()}")
+    from cellbed.runtime.transport import error_for
+    return error_for(exc.code(), f"{what}: {exc.details()}")
+
+
+async def wait_for_signal() -> None:
+    """Block until SIGTERM or SIGINT: the daemons' main loop."""
+    import signal
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+def daemon_main(prog: str, doc: str, serve: Callable, load: Callable, argv: list[str] | None = None) -> None:
+    """The command line every Cellbed daemon shares: --config TOML, --log-level."""
+    import argparse
+    import os
+    ap = argparse.ArgumentParser(prog=prog, description=doc)
+    ap.add_argument("--config", required=True, help="TOML config")
+    ap.add_argument("--log-level", default=os.environ.get("CELLBED_LOG", "INFO"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(load(args.config)))
 
 
 def handles_errors(method: Callable[..., Awaitable]) -> Callable[..., Awaitable]:

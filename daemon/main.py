@@ -1,11 +1,8 @@
 """cellbed-node: the node daemon entry point."""
 from __future__ import annotations
 
-import argparse
-import asyncio
 import logging
 import os
-import signal
 
 from cellbed import rpc
 from cellbed.daemon.agent import NodeAgent
@@ -62,11 +59,7 @@ async def serve(cfg: NodeConfig) -> None:
         san.publish_report()
     await rpc.set_serving(health, names)
     log.info("node %s serving NodeAgent on %s:%d", cfg.host, cfg.address, port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await rpc.wait_for_signal()
     log.info("node %s stopping", cfg.host)
     await server.stop(grace=2)
     if san is not None:
@@ -77,12 +70,7 @@ async def serve(cfg: NodeConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="cellbed-node", description=__doc__)
-    ap.add_argument("--config", required=True, help="node TOML config")
-    ap.add_argument("--log-level", default=os.environ.get("CELLBED_LOG", "INFO"))
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(NodeConfig.load(args.config)))
+    rpc.daemon_main("cellbed-node", __doc__, serve, NodeConfig.load, argv)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,6 @@
 """MASB end to end in a small model cell: real NodeAgent + SanAgent + BrokerAgent code on the
 model backend, in-process transport, virtual time. Failure paths: unreachable broker, silent
 candidate, failing migrations, expiry of nodes that stop reporting, bad input."""
-import asyncio
-import random
 
 import pytest
 
