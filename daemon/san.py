@@ -54,6 +54,8 @@ class SanConfig:
     report_period_s: float = 60.0          # NodeReport to the brokers
     max_parallel: int = 4                  # SANs at once on this host
     fit: str = "sum"                       # accept rule CPU test: sum | gpa
+    gpa_rho: float = 0.01                  # GPA: accepted probability of exceeding capacity
+    gpa_min_samples: int = 100             # GPA: fewer samples -> the sum test
     realloc_score: str = "sras"            # step 4 re-scoring
     scs_score: str = "sras"                # host score after removal, in the SCS fitness
     tabu_restarts: int = 25
@@ -92,6 +94,8 @@ class SanConfig:
         for k in ("log_scs_rate", "log_scoring_rate", "log_target_rate"):
             check_range(f"san.{k}", getattr(self, k), 0.0, 1.0)
         check_range("san.cost_bandwidth_mib_s", self.cost_bandwidth_mib_s, 0.001, 1e7, "MiB/s")
+        check_range("san.gpa_rho", self.gpa_rho, 1e-6, 0.5)
+        check_range("san.gpa_min_samples", self.gpa_min_samples, 2, 1_000_000)
         check_range("san.boot_grace_s", self.boot_grace_s, 0.0, 3600.0, "s")
         check_range("san.unmovable_s", self.unmovable_s, 0.0, 86400.0, "s")
         check_range("san.max_scs_per_round", self.max_scs_per_round, 1, 1000)
@@ -143,6 +147,9 @@ class SanAgent:
                                                completion_timeout_s=cfg.migration_timeout_s,
                                                timeout_policy=TimeoutPolicy.ABORT)
         self.on_migration = None                        # hook: fn(record) (model-cell metrics)
+        self.cpu_stats: dict[str, list[float]] = {}     # vm -> [n, mean, M2] of sampled CPU (GPA)
+        from cellbed.policy.gpa import GpaParams
+        self.gpa_params = GpaParams(rho=cfg.gpa_rho, min_samples=cfg.gpa_min_samples, max_util=cfg.max_util)
         self.on_refused = None                          # hook: fn(neg, host, forced, detail): step 5 refused
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -192,8 +199,14 @@ class SanAgent:
             mem_u += e.rss_mib
         inc_c = sum(r.cpu_used for r in self.node.incoming.values())
         inc_m = sum(r.mem_used for r in self.node.incoming.values())
+        mean = var = 0.0
+        samples = math.inf
+        if self.cfg.fit == "gpa":
+            for name in self.node.vms:
+                m, v, n = self._gpa(name)
+                mean, var, samples = mean + m, var + v, min(samples, n)
         return accept.TargetState(self.host, self.capacity(), (cpu_u, mem_u), (inc_c, inc_m), self.prod_requested(),
-                                  self.node.cfg.attributes)
+                                  self.node.cfg.attributes, mean, var, samples)
 
     def report(self) -> mpb.NodeReport:
         cap, used = self.capacity(), self.node.used()
@@ -214,7 +227,29 @@ class SanAgent:
         self.counters["reports"] += 1
 
     # --- step 1 trigger -------------------------------------------------------------------
+    def _update_cpu_stats(self) -> None:
+        """Welford running mean/variance of each VM's sampled CPU use, for the GPA fit test.
+        (Seed 003 uses 1-s samples; here a sample is one monitor period's mean.)"""
+        for name in [n for n in self.cpu_stats if n not in self.node.vms]:
+            del self.cpu_stats[name]
+        for name, e in self.node.vms.items():
+            if e.reason == "starting":
+                continue
+            st = self.cpu_stats.setdefault(name, [0, 0.0, 0.0])
+            st[0] += 1
+            d = e.cpu_used_cores - st[1]
+            st[1] += d / st[0]
+            st[2] += d * (e.cpu_used_cores - st[1])
+
+    def _gpa(self, name: str) -> tuple[float, float, int]:
+        st = self.cpu_stats.get(name)
+        if not st or st[0] < 2:
+            return 0.0, 0.0, 0
+        return st[1], st[2] / (st[0] - 1), int(st[0])
+
     def on_sample(self) -> None:
+        if self.cfg.fit == "gpa":
+            self._update_cpu_stats()
         if self.clock.monotonic() - self._last_report >= self.cfg.report_period_s - 1e-9:
             self.publish_report()
         load = self.load()
@@ -345,7 +380,9 @@ class SanAgent:
         if e is None:
             raise errors.NotFound(f"task {name!r} is not on host {self.host}")
         s = e.spec
+        m, v, n = self._gpa(name)
         return mpb.TaskInfo(name=name, used=wire.resources(e.cpu_used_cores, e.rss_mib),
+                            cpu_mean=m, cpu_var=v, cpu_samples=n,
                             requested=wire.resources(s.requested_cpu, s.mem_mib),
                             constraints=wire.constraints_pb(s.constraints), production=s.production,
                             priority=s.priority, mem_mib=s.mem_mib, wss_mib=s.wss_mib,
@@ -537,9 +574,12 @@ class SanAgent:
         if not all(math.isfinite(v) and v >= 0 for v in vals):
             raise InvalidArgument(f"task {t.name}: used ({vals[0]}, {vals[1]}) and requested ({vals[2]}, {vals[3]}) "
                                   f"are out of range: allowed ≥ 0 cores and ≥ 0 MiB")
+        if not (math.isfinite(t.cpu_mean) and t.cpu_mean >= 0 and math.isfinite(t.cpu_var) and t.cpu_var >= 0):
+            raise InvalidArgument(f"task {t.name}: cpu_mean={t.cpu_mean}, cpu_var={t.cpu_var} are out of range: "
+                                  "allowed ≥ 0")
         return accept.TaskDemand(t.name, (t.used.cpu_cores, t.used.mem_mib),
                                  (t.requested.cpu_cores, t.requested.mem_mib), t.production,
-                                 wire.constraints_from_pb(t.constraints))
+                                 wire.constraints_from_pb(t.constraints), t.cpu_mean, t.cpu_var, t.cpu_samples)
 
     def answer(self, req: mpb.TaskMigrationRequest) -> mpb.TaskMigrationResponse:
         if not req.san_id or not req.src_host:
@@ -552,7 +592,7 @@ class SanAgent:
             a = accept.Answer(False, accept.OVERLOADED, f"{self.host}: overloaded itself: "
                               + "; ".join(overload.check(self.load(), self.cfg.max_util).reasons))
         else:
-            a = accept.evaluate(self.target_state(), d, self.cfg.max_util, self.cfg.fit, forced=req.force_migration)
+            a = accept.evaluate(self.target_state(), d, self.cfg.max_util, self.cfg.fit, gpa=self.gpa_params, forced=req.force_migration)
         if a.accepted:
             self.counters["accepted"] += 1
             st = self.target_state()
@@ -579,7 +619,7 @@ class SanAgent:
             if d.name in self.node.vms:
                 ans = accept.Answer(False, accept.SAME_HOST, f"{self.host}: task {d.name} is already here")
             else:
-                ans = accept.evaluate(self.target_state(), d, self.cfg.max_util, self.cfg.fit,
+                ans = accept.evaluate(self.target_state(), d, self.cfg.max_util, self.cfg.fit, gpa=self.gpa_params,
                                       forced=req.force_migration)
             if not ans.accepted:
                 raise _Refused(ans)

@@ -29,7 +29,7 @@ REJECTION_REASON_NO_ANSWER: RejectionReason
 REJECTION_REASON_GPA: RejectionReason
 
 class TaskInfo(_message.Message):
-    __slots__ = ("name", "used", "requested", "constraints", "production", "priority", "mem_mib", "dirty_mib_s", "wss_mib")
+    __slots__ = ("name", "used", "requested", "constraints", "production", "priority", "mem_mib", "dirty_mib_s", "wss_mib", "cpu_mean", "cpu_var", "cpu_samples")
     NAME_FIELD_NUMBER: _ClassVar[int]
     USED_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,9 @@ class TaskInfo(_message.Message):
     MEM_MIB_FIELD_NUMBER: _ClassVar[int]
     DIRTY_MIB_S_FIELD_NUMBER: _ClassVar[int]
     WSS_MIB_FIELD_NUMBER: _ClassVar[int]
+    CPU_MEAN_FIELD_NUMBER: _ClassVar[int]
+    CPU_VAR_FIELD_NUMBER: _ClassVar[int]
+    CPU_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     name: str
     used: _common_pb2.Resources
     requested: _common_pb2.Resources
@@ -48,7 +51,10 @@ class TaskInfo(_message.Message):
     mem_mib: float
     dirty_mib_s: float
     wss_mib: float
-    def __init__(self, name: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., requested: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., production: _Optional[bool] = ..., priority: _Optional[int] = ..., mem_mib: _Optional[float] = ..., dirty_mib_s: _Optional[float] = ..., wss_mib: _Optional[float] = ...) -> None: ...
+    cpu_mean: float
+    cpu_var: float
+    cpu_samples: int
+    def __init__(self, name: _Optional[str] = ..., used: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., requested: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., production: _Optional[bool] = ..., priority: _Optional[int] = ..., mem_mib: _Optional[float] = ..., dirty_mib_s: _Optional[float] = ..., wss_mib: _Optional[float] = ..., cpu_mean: _Optional[float] = ..., cpu_var: _Optional[float] = ..., cpu_samples: _Optional[int] = ...) -> None: ...
 
 class NodeReport(_message.Message):
     __slots__ = ("host", "capacity", "used", "requested", "prod_requested", "task_count", "attributes", "asr_class", "sampled_unix_s", "via_broker")

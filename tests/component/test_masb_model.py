@@ -46,8 +46,8 @@ class Cell:
         self.cli = self.net.transport("cli")
         return self
 
-    async def start(self, host, name, cpu=0.5, mem=1024):
-        spec = VmSpec(name=name, mem_mib=mem, vcpus=1, cpu_load=cpu, wss_mib=mem // 2)
+    async def start(self, host, name, cpu=0.5, mem=1024, vcpus=1):
+        spec = VmSpec(name=name, mem_mib=mem, vcpus=vcpus, cpu_load=cpu, wss_mib=mem // 2)
         await self.cli.request(host, "NodeAgent/StartVm", pb.StartVmRequest(spec=spec_pb(spec)))
 
     async def quiesce(self):
@@ -244,3 +244,29 @@ def test_brokers_sync_newest_wins():
         return taken, hosts
     taken, hosts = run(main())
     assert taken == 4 and hosts == ["h1", "h2", "h3", "h4"]
+
+
+def test_gpa_fit_rejects_a_host_whose_cpu_swings_where_the_sum_test_accepts():
+    """The NA accept rule with the GPA percentile test (seed 003): h2's task averages 1.6 cores
+    but swings ±1.4; at ϱ = 1% the projection exceeds 90% of 4 cores, the sum does not."""
+    async def main(fit):
+        c = await Cell().build(san=SanConfig(window_s=5.0, report_period_s=10.0, fit=fit, gpa_min_samples=20))
+        for h in ("h3", "h4"):
+            c.net.set_down(h)                          # only h2 is a candidate
+        await c.start("h2", "swing", cpu=0.1, vcpus=4)
+        await c.start("h1", "mover", cpu=0.5)            # both need ≥ gpa_min_samples samples
+        b = c.fabric.backends["h2"]
+        for k in range(40):                            # 40 samples of 10 s: 0.2 or 3.0 cores
+            b.set_usage("swing", 0.2 if k % 2 else 3.0, 512)
+            await c.clock.sleep(10.0)
+        b.set_usage("swing", 1.6, 512)
+        await c.clock.sleep(10.0)
+        r = await c.cli.request("h1", "San/NegotiateTask", mpb.NegotiateTaskRequest(name="mover"))
+        steps = [(s.kind, s.host, s.detail) for s in r.negotiation.steps]
+        await c.stop()
+        return r.negotiation.state, steps
+    state, steps = run(main("gpa"))
+    assert state == "gave-up"
+    assert any(k == "rejection" and h == "h2" and d.startswith("gpa:") for k, h, d in steps), steps
+    state, _ = run(main("sum"))
+    assert state == "migrated"
