@@ -1,0 +1,94 @@
+"""Issue 5, acceptance 3: `cellctl run` on a real 3-host cell driven by the generator ends with
+run_completed and a report whose plots are not empty; the cell it brought up is gone afterwards.
+
+CI runs scenarios/real-3host.toml shortened with scenario knobs: 30 simulated minutes at time
+compression 9 (200 s of wall time instead of 10 minutes; CI's budget is 90 min in total). The
+full 10-minute run is `sudo cellctl run scenarios/real-3host.toml` (see docs/results/real-3host.md).
+"""
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cellbed.cli.main import main as cellctl
+from cellbed.experiment import load_run
+from tests.integration.conftest import _can_run_cells
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SUBNET = "10.231.51.0/24"
+
+
+def bridges() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
+
+
+def netns() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    why = _can_run_cells()
+    if why:
+        pytest.fail(f"integration cell cannot run: {why}")
+    out = tmp_path_factory.mktemp("real") / "run"
+    before = (bridges(), netns())
+    cellctl(["run", str(REPO / "scenarios" / "real-3host.toml"), "--out", str(out), "--quiet",
+             "--set", f"cell.subnet={SUBNET}", "--set", "run.duration_s=1800",
+             "--set", "workload.time_compression=9"])
+    return out, before
+
+
+def test_real_run_completes_with_a_report(real_run):
+    out, _ = real_run
+    run = load_run(out)                                   # refuses a folder without run_completed
+    done = run.completed
+    assert done["kind"] == "run_completed" and done["driver"] == "real"
+    assert done["ok"], done
+    t = done["tasks"]
+    assert t["lost"] == 0 and t["duplicated"] == 0 and t["stray"] == 0, t
+    assert t["vms_placed"] >= 3, t                        # the generator's stream became real guests
+    assert done["runner"].get("set_workload", 0) > 0      # and drove their load live
+    events = [json.loads(x)["kind"] for x in (out / "events.jsonl").read_text().splitlines()]
+    assert events[:2] == ["run_started", "cell_up"] and events[-1] == "run_completed"
+    # one tick per simulated minute, over the 3 hosts, with guests running
+    assert list(run.ticks["t_s"]) == [60.0 * k for k in range(1, 31)]
+    assert (run.ticks["nodes"] == 3).all()
+    assert run.ticks["tasks_running"].max() >= 3
+    assert run.ticks["used_cpu"].max() > 0.0 and run.ticks["used_mem"].max() > 0.0
+    a = run.allocations(["outcome", "host", "total_ms"])
+    placed = a["outcome"] == "placed"
+    assert placed.sum() == t["vms_placed"] and set(a["host"][placed]) <= {"h1", "h2", "h3"}
+    assert (a["total_ms"][placed] > 0).all()
+    m = run.migrations(["outcome", "bytes"])
+    assert int(m["bytes"][m["outcome"] == "succeeded"].sum()) == int(run.ticks["bytes_moved"].sum())
+    man = run.manifest
+    assert man["extra"]["real_cell"]["time_compression"] == 9.0
+    assert man["scenario"]["cell"]["subnet"] == SUBNET
+    assert man["stages"]["B1"].startswith("real single-box cell of 3")
+
+
+def test_report_plots_are_not_empty(real_run):
+    from matplotlib.image import imread
+    out, _ = real_run
+    assert "![ASR over time](asr.png)" in (out / "report.md").read_text()
+    for name in ("asr.png", "overloaded.png", "migrations.png", "alloc_cdf.png"):
+        img = imread(out / name)
+        assert img.shape[0] > 200 and img.shape[1] > 400, name
+        # not a blank canvas: a real share of the pixels differ from the background
+        flat = img[..., :3].reshape(-1, 3)
+        assert np.mean(np.any(np.abs(flat - flat[0]) > 0.05, axis=1)) > 0.02, name
+
+
+def test_the_cell_is_torn_down(real_run):
+    out, (br0, ns0) = real_run
+    name = load_run(out).manifest["extra"]["real_cell"]["name"]
+    assert f"cb{name}br" not in bridges() and bridges() <= br0 | bridges()
+    assert not {n for n in netns() if n.startswith(f"cb-{name}-")}
+    assert (out / "cell-logs").is_dir()
