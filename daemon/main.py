@@ -41,9 +41,12 @@ async def serve(cfg: NodeConfig) -> None:
     services = [(node_pb2_grpc.add_NodeAgentServicer_to_server, NodeAgentServicer(agent), SERVICE)]
     if brokers:   # MASB: this node negotiates (SAN) with the brokers and its peers
         from cellbed.daemon.san import SanAgent, SanConfig, SanServicer
+        overrides = {k: v for k, v in cfg.san.items() if k != "seed"}
+        if cfg.state_dir and "decision_log" not in overrides:   # sampled decision logs next to the history
+            os.makedirs(cfg.state_dir, exist_ok=True)
+            overrides["decision_log"] = os.path.join(cfg.state_dir, "san-decisions.jsonl")
         san = SanAgent(agent, transport, clock, agent_rng(int(cfg.san.get("seed", 0)), cfg.host),
-                       SanConfig.from_mapping({k: v for k, v in cfg.san.items() if k != "seed"}),
-                       list(brokers), cfg.cell)
+                       SanConfig.from_mapping(overrides), list(brokers), cfg.cell)
         services.append((masb_pb2_grpc.add_SanServicer_to_server, SanServicer(san), SAN_SERVICE))
     if cfg.mqtt_host:
         agent.telemetry = MqttPublisher(cfg.mqtt_host, cfg.mqtt_port, f"cellbed/{cfg.cell}/node/{cfg.host}",

@@ -270,3 +270,35 @@ def test_gpa_fit_rejects_a_host_whose_cpu_swings_where_the_sum_test_accepts():
     assert any(k == "rejection" and h == "h2" and d.startswith("gpa:") for k, h, d in steps), steps
     state, _ = run(main("sum"))
     assert state == "migrated"
+
+
+@pytest.mark.parametrize("policy", ["kill", "pause"])
+def test_a_production_spike_makes_room_by_stopping_non_production(policy):
+    """RUS spike handling: production use jumps by > 10 points and breaks max_util; the host
+    kills (or pauses) non-production VMs, lowest priority first, until use is back within it."""
+    async def main():
+        c = await Cell().build(san=SanConfig(window_s=5.0, report_period_s=10.0, spike_policy=policy,
+                                             enabled=False))
+        a = c.hosts["h1"].agent
+        for name, prio in (("np-low", 0), ("np-mid", 5)):
+            await c.start("h1", name, cpu=0.5)
+            a.vms[name].spec = __import__("dataclasses").replace(a.vms[name].spec, priority=prio)
+        spec = VmSpec(name="prod", mem_mib=1024, vcpus=4, cpu_load=0.1, wss_mib=512, production=True, priority=10,
+                      req_cpu_cores=1.0)
+        await c.cli.request("h1", "NodeAgent/StartVm", pb.StartVmRequest(spec=spec_pb(spec)))
+        await c.clock.sleep(25.0)                       # two samples at the old level
+        c.fabric.backends["h1"].set_usage("prod", 3.0, 512)   # 0.4 + 1.0 -> 4.0 cores of 4
+        await c.clock.sleep(25.0)
+        evs = [e for e in a._events if e.kind == pb.EVENT_KIND_SPIKE_ACTION]
+        out = (dict(c.sans["h1"].counters), {n: (e.state.value, e.reason) for n, e in a.vms.items()},
+               [e.vm for e in evs])
+        await c.stop()
+        return out
+    counters, vms, acted = run(main())
+    assert counters["spikes"] >= 1 and counters[f"spike_{policy}"] >= 1
+    assert acted[0] == "np-low"                        # lowest priority first
+    assert "prod" in vms and vms["prod"][0] == "running"
+    if policy == "kill":
+        assert "np-low" not in vms
+    else:
+        assert vms["np-low"][0] == "paused"

@@ -25,6 +25,7 @@ def masb_cell(state_root):
     why = _can_run_cells()
     if why:
         pytest.fail(f"integration cell cannot run: {why}")
+    _ROOT[:] = [state_root]
     try:
         st = cellmod.up("ms", 3, subnet="10.231.13.0/24", host_cpus=[HOST_CPU], host_mem_mib=[1024],
                         root=state_root, monitor_period_s=2.0,
@@ -154,6 +155,32 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     finally:
         await t.close()
     assert lc.counters["candidate_requests"] >= 1 and lc.counters["candidates_returned"] >= 1
+    # the decision logs kept the SCS run (sampled at rate 1 here) with its inputs and scores
+    import json
+    import os
+    path = os.path.join(_ROOT[0], "ms", "h1", "node", "san-decisions.jsonl")
+    scs = [json.loads(line) for line in open(path) if '"kind": "scs"' in line]
+    assert scs and scs[0]["selected"] and scs[0]["tasks"] and "fitness" in scs[0]
+    # cellctl shows the same: broker cache, negotiations, ASR classes
+    out = cellctl(cell, "broker", "cache")
+    assert {"h1", "h2", "h3"} <= {e["report"]["host"] for e in out["entries"]}
+    out = cellctl(cell, "san")
+    assert any(n["state"] == "migrated" for h in out if "negotiations" in h for n in h["negotiations"])
+    out = cellctl(cell, "nodes")
+    assert all(s["asr_class"].startswith("ASR_CLASS_") for s in out)
     for name in ("ov1", "ov2"):
         for h, _ in (await where(cell)).get(name, []):
             await call(cell, h, "StopVm", pb.StopVmRequest(name=name), timeout=60)
+
+
+_ROOT: list = []      # the session's state root, set by the fixture
+
+
+def cellctl(cell, *args):
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "cellbed.cli.main", "--cell", "ms", "--state-root", _ROOT[0], "--json",
+                        *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
