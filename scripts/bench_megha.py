@@ -99,14 +99,15 @@ def bench_model(args) -> str:
     n_tasks = len(arr)
     load = offered_load(arr, args.nodes * 4.0, args.duration_s)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "megha_model_allocations.csv"), "w", newline="") as f:
+    tag = args.tag
+    with open(os.path.join(args.out, f"megha_model{tag}_allocations.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["frontend", "task", "user", "arrival_s", "start_s", "host", *PARTS, "total_ms", "attempts", "outcome"])
         for fe, res in results.items():
             for r in res.records:
                 w.writerow([fe, r.task, r.user, f"{r.arrival_s:.6f}", f"{r.start_s:.6f}", r.host,
                             *(f"{getattr(r, p):.4f}" for p in PARTS), f"{r.total_ms:.4f}", r.attempts, r.outcome])
-    with open(os.path.join(args.out, "megha_model_summary.csv"), "w", newline="") as f:
+    with open(os.path.join(args.out, f"megha_model{tag}_summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         keys = ["tasks", "placed", "pending", "p50", "p90", "p99", "p99.9", "max", "mean"] + \
                [f"{p}_{x}" for p in PARTS for x in ("p50", "share")]
@@ -130,7 +131,7 @@ def bench_model(args) -> str:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        png = os.path.join(args.out, "megha_model_cdf.png")
+        png = os.path.join(args.out, f"megha_model{tag}_cdf.png")
         fig.savefig(png, dpi=110)
     except ImportError:
         pass
@@ -266,6 +267,7 @@ def main(argv=None) -> None:
     p.add_argument("--drain-s", type=float, default=120.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--frontends", default="megha,central,sampling")
+    p.add_argument("--tag", default="", help="suffix of the output files (several loads side by side)")
     p = sub.add_parser("grpc")
     p.add_argument("--tasks", type=int, default=3000)
     p.add_argument("--hosts", type=int, default=100)
@@ -274,7 +276,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     text = {"match": bench_match, "model": bench_model, "grpc": bench_grpc}[args.cmd](args)
     print(text)
-    path = write(args.out, f"megha_{args.cmd}.md", text)
+    path = write(args.out, f"megha_{args.cmd}{getattr(args, 'tag', '')}.md", text)
     print(f"(written to {path})")
 
 

@@ -175,7 +175,7 @@ class GlobalMaster:
         if not items:
             return
         tasks = [mpb.MeghaTask.FromString(b) for _, b in items]
-        held: dict[str, mpb.LmTaskRecord] = {}
+        held: dict[str, tuple[str, mpb.LmTaskRecord]] = {}
         names = [t.name for t in tasks]
         for lm in self.view.order:
             for _ in range(len(self.lm_instances[lm])):
@@ -184,7 +184,7 @@ class GlobalMaster:
                                                      mpb.FindTasksRequest(names=names),
                                                      timeout=self.params.request_timeout_s)
                     for rec in r.found:
-                        held[rec.task.name] = rec
+                        held[rec.task.name] = (lm, rec)
                     break
                 except errors.CellbedError as e:
                     log.warning("GM %s: recovery: FindTasks on %s failed: %s", self.name, self._target(lm), e)
@@ -193,10 +193,11 @@ class GlobalMaster:
         for t in tasks:
             gt = self._new_task(t, t.arrival_unix_s or now, now)
             gt.recovered = True
-            rec = held.get(t.name)
-            if rec is not None:
+            found = held.get(t.name)
+            if found is not None:
+                lm, rec = found
                 gt.state = RUNNING if rec.state == mpb.TASK_STATE_RUNNING else STARTING
-                gt.placement = mpb.Placement(lm="", host=rec.host, partition=rec.partition,
+                gt.placement = mpb.Placement(lm=lm, host=rec.host, partition=rec.partition,
                                              repartitioned=rec.logical)
                 self.store.remove(self.name, t.name)
                 self.counters["recovered_placed"] += 1

@@ -379,3 +379,31 @@ def test_megha_bounds_the_tail_sampling_has_the_lower_median_central_queues():
     assert s["p50"] < m["p50"] < c["p50"]                  # sampling's median is lowest; central queues
     assert s["p99"] > 10 * m["p99"]                         # sampling's long tail; Megha's bounded one
     assert m["pending"] == 0 and c["pending"] == 0
+
+
+# --- the masb front-end behind the same interface ----------------------------------------------------------------------
+def test_the_masb_front_end_places_through_a_broker_agent():
+    from cellbed.broker.agent import BrokerAgent, BrokerServicer
+    from cellbed.controller.megha.frontend import MasbFrontend
+    from cellbed.v1 import masb_pb2
+    cfg = ModelCellConfig(frontend="megha", nodes=3, node_cpu=2.0, gms=1, lms=1, seed=9)
+
+    async def body(cell):
+        ba = BrokerAgent("ba1", cell.net.transport("ba1"), cell.clock, seed=1)
+        cell.net.serve("ba1", "BrokerAgent", BrokerServicer(ba))
+        for h in cell.hosts:     # what the nodes' reports would say: empty hosts
+            ba.on_report("test", masb_pb2.NodeReport(
+                host=h.name, capacity=wire.resources(2.0, 16384), used=wire.resources(0, 0),
+                requested=wire.resources(0, 0), attributes=wire.attributes_pb(cell.attributes[h.name]),
+                sampled_unix_s=cell.clock.now()))
+        fe = MasbFrontend(cell.net.transport("fe"), cell.clock, ["ba1"], np.random.default_rng(0))
+        recs = []
+        fe.on_record(recs.append)
+        await fe.submit(task("m1", "u1", cpu=1.0, duration=5.0))
+        await vwait(cell, lambda: recs, 10, "the broker placed m1")
+        on = running_on(cell).get("m1")
+        await vwait(cell, lambda: "m1" not in running_on(cell), 20, "m1 stopped after its duration")
+        return recs[0], on, fe.counters()
+    rec, host, counters = in_cell(cfg, body)
+    assert rec.frontend == "masb" and rec.host == host and rec.total_ms > 0 and counters["placed"] == 1
+    assert rec.total_ms == pytest.approx(sum(rec.parts_ms), abs=1e-9)
