@@ -69,6 +69,17 @@ def test_peers_template_lists_every_node_with_its_address():
                              "h2": {"address": "10.0.0.12", "grpc_port": 50052}}}
 
 
+def test_service_toml_template_renders_tables_and_arrays_of_tables():
+    import tomllib
+    config = {"cell": "lab", "mqtt_host": "192.0.2.5", "known_attributes": ["ssd"],
+              "agents": {"gm1": "192.0.2.5:50071", "lm1a": "192.0.2.5:50081"},
+              "hosts": {"node1": "192.0.2.11:50051"},
+              "gm": [{"name": "gm1"}], "lm": [{"name": "lm1", "instances": ["lm1a"], "hosts": ["node1"]}],
+              "queue": [{"user": "alice", "share": 0.5, "gm": "gm1"}]}
+    got = tomllib.loads(render("cellbed", "service.toml.j2", item={"config": config}))
+    assert got == config
+
+
 def test_libvirt_blocks_set_listen_address_distinct_uuid_and_port_range():
     ctx = dict(libvirt_host_transport="tcp", libvirt_host_tcp_port=16509, libvirt_host_listen_address="10.0.0.11",
                __libvirt_host_uuid="6f1e2f8a-1111-4222-8333-944455556666", libvirt_host_qemu_user="root",
