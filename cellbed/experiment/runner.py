@@ -399,7 +399,8 @@ class ModelMeghaDriver:
         return {"T11": "none (no node churn in the Megha model cell)",
                 "B1": f"Megha model cell: {self.cfg.nodes} homogeneous nodes of {MEGHA_NODE_CPU:g} cores / "
                       f"{MEGHA_NODE_MEM_MIB} MiB; the generator's warm-start tasks pre-placed, later arrivals "
-                      "through the front-end"}
+                      "through the front-end; tasks hold their requests and use no CPU (the Megha model "
+                      "measures placement, so used CPU in ticks.csv is 0 and ASR reflects memory only)"}
 
     def extra(self) -> dict[str, Any]:
         return {"driver": self.kind, "megha_cell": _plain(self.cfg)}
