@@ -94,9 +94,9 @@ class Ansible:
     def close_connections(self) -> None:
         """End the SSH master connections that ansible-playbook keeps open (ControlPersist)."""
         cp = self.env["ANSIBLE_SSH_CONTROL_PATH_DIR"]
-        for h in self.st["hosts"].values():
-            subprocess.run(["ssh", "-o", f"ControlPath={cp}/%C", "-o", "BatchMode=yes", "-p", str(h["ssh_port"]),
-                            "-l", "root", "-O", "exit", h["address"]], capture_output=True, timeout=30)
+        for sock in os.listdir(cp) if os.path.isdir(cp) else []:
+            subprocess.run(["ssh", "-S", os.path.join(cp, sock), "-O", "exit", "cellbed-host"],
+                           capture_output=True, timeout=30)
 
     def private_files(self, host: str) -> dict[str, str]:
         """What the host wrote into its private overlays (/etc, /opt, /var): {path: type}."""
