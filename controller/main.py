@@ -115,7 +115,7 @@ class Controller:
             await self._serve(inst, megha_pb2_grpc.add_LocalMasterServicer_to_server, LocalMasterServicer(a), LM_SERVICE)
         gm_names = [g for g in cfg.gms if g in self.only]
         if gm_names:
-            self.store = FileQueueStore(os.path.join(cfg.state_dir, "queues"))
+            self.store = FileQueueStore(os.path.join(cfg.state_dir, "queues"), fsync=cfg.queue_fsync)
         for g in gm_names:
             a = GlobalMaster(g, self._grpc(g), self.clock, lms=cfg.lm_instances(), queues=list(cfg.queues),
                              store=self.store, cell=cfg.cell, params=cfg.gm_params,

@@ -181,11 +181,10 @@ def bench_grpc(args) -> str:
     gm, lm = _free_port(), _free_port()
     cfg = os.path.join(tmp, "controller.toml")
     with open(cfg, "w") as f:
-        f.write(f'cell = "bench"\nstate_dir = "{tmp}/state"\n\n[agents]\ngm1 = "127.0.0.1:{gm}"\nlm1 = "127.0.0.1:{lm}"\n'
+        f.write(f'cell = "bench"\nstate_dir = "{tmp}/state"\nqueue_fsync = {"true" if args.fsync else "false"}\n\n[agents]\ngm1 = "127.0.0.1:{gm}"\nlm1 = "127.0.0.1:{lm}"\n'
                 f'\n[[gm]]\nname = "gm1"\n[[lm]]\nname = "lm1"\n[[queue]]\nuser = "u"\nshare = 1.0\ngm = "gm1"\n'
                 f'[model]\nhosts = {args.hosts}\ncpu_cores = 64.0\nmem_mib = 1048576\n'
-                f'[gm_params]\nrecords_kept = 100000\n[lm_params]\nupdate_period_s = 10.0\n'
-                + ("" if args.fsync else "") )
+                f'[gm_params]\nrecords_kept = 100000\n[lm_params]\nupdate_period_s = 10.0\n')
     procs = []
     out = []
     try:
@@ -214,7 +213,7 @@ def bench_grpc(args) -> str:
             async def one(i):
                 async with sem:
                     await t.request(target, "GlobalMaster/Submit", mpb.SubmitRequest(task=mpb.MeghaTask(
-                        name=f"b{i}", user="u", request=wire.resources(0.01, 1),
+                        name=f"b{i}", user="u", request=wire.resources(0.01, 1), duration_s=args.duration_s,
                         workload=npb.Workload(cpu_load=0.0))), timeout=30)
             t0 = time.perf_counter()
             subs = asyncio.gather(*(one(i) for i in range(args.tasks)))
@@ -238,8 +237,9 @@ def bench_grpc(args) -> str:
         out.append(f"## Sustained placement rate, 1 GM + 1 LM over gRPC (model backend)\n\n"
                    f"Two cellbed-controller processes (GM; LM with {args.hosts} in-process model hosts) and this "
                    f"client on the same {os.cpu_count()}-core box; {args.tasks} tasks submitted with up to "
-                   f"{args.concurrency} Submit calls in flight; the GM journals every accepted task (fsync) and "
-                   f"waits for each LM answer.\n\n"
+                   f"{args.concurrency} Submit calls in flight, each task running {args.duration_s:g} s; the GM journals "
+                   f"every accepted task ({'fsync, group commit' if args.fsync else 'no fsync'}) and waits for each "
+                   f"LM answer; the LM process also runs the model NodeAgents (their StartVm/StopVm work).\n\n"
                    f"| tasks | all submitted s | all placed s | sustained (10%-90%) tasks/s | overall tasks/s |\n"
                    f"|---:|---:|---:|---:|---:|\n"
                    f"| {args.tasks} | {t_submit:.2f} | {total_t:.2f} | {sustained:.0f} | {args.tasks / total_t:.0f} |\n"
@@ -272,7 +272,8 @@ def main(argv=None) -> None:
     p.add_argument("--tasks", type=int, default=3000)
     p.add_argument("--hosts", type=int, default=100)
     p.add_argument("--concurrency", type=int, default=64)
-    p.add_argument("--fsync", action="store_true", default=True)
+    p.add_argument("--duration-s", type=float, default=2.0, help="each task runs this long (the LM stops it)")
+    p.add_argument("--no-fsync", dest="fsync", action="store_false", help="journal without fsync")
     args = ap.parse_args(argv)
     text = {"match": bench_match, "model": bench_model, "grpc": bench_grpc}[args.cmd](args)
     print(text)

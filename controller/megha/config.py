@@ -5,6 +5,7 @@ key fails at start-up naming the key).
     cell = "c1"                          # MQTT topic prefix cellbed/<cell>/...
     mqtt_host = "10.231.40.1"            # "" = no periodic updates (replies still carry state)
     state_dir = "/var/lib/cellbed/megha" # the GMs' queue journals
+    queue_fsync = true                   # fsync every journal write (false: faster, a power cut may lose tasks)
     known_attributes = ["ssd", "gpu"]    # the cell's attribute vocabulary (besides what hosts report)
 
     [agents]                             # every GM and LM instance: where it listens
@@ -74,6 +75,7 @@ class ControllerConfig:
     mqtt_host: str = ""
     mqtt_port: int = 1883
     state_dir: str = "/var/lib/cellbed/megha"
+    queue_fsync: bool = True
     known_attributes: tuple[str, ...] = ()
     agents: dict = dataclasses.field(default_factory=dict)
     hosts: dict = dataclasses.field(default_factory=dict)
@@ -106,7 +108,7 @@ class ControllerConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "config") -> "ControllerConfig":
-        top = {"cell", "mqtt_host", "mqtt_port", "state_dir", "known_attributes", "agents", "hosts", "gm", "lm",
+        top = {"cell", "mqtt_host", "mqtt_port", "state_dir", "queue_fsync", "known_attributes", "agents", "hosts", "gm", "lm",
                "queue", "gm_params", "lm_params", "model"}
         bad = sorted(set(d) - top)
         if bad:
@@ -205,6 +207,7 @@ class ControllerConfig:
                   mqtt_host=typed("mqtt_host", d.get("mqtt_host", ""), str, "a string"),
                   mqtt_port=typed("mqtt_port", d.get("mqtt_port", 1883), int, "an integer"),
                   state_dir=typed("state_dir", d.get("state_dir", cls.state_dir), str, "a string"),
+                  queue_fsync=typed("queue_fsync", d.get("queue_fsync", True), bool, "true or false"),
                   known_attributes=tuple(d.get("known_attributes", ())), agents=agents, hosts=hosts,
                   gms=tuple(gms), lms=tuple(lms), queues=tuple(queues),
                   gm_params=table("gm_params", d.get("gm_params", {}), GmParams).validate(),

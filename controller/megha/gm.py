@@ -317,14 +317,24 @@ class GlobalMaster:
                                        f"{mpb.TaskState.Name((self.tasks.get(t.name) or self.done[t.name]).state)})")
         now = self.clock.now()
         t.arrival_unix_s = now
+        gt = self._new_task(t, now, now)         # the name is taken from here on
         self.store.put(self.name, t.name, t.SerializeToString())
-        gt = self._new_task(t, now, now)
+        try:
+            await self.store.sync()              # accepted = durable (one fsync for concurrent submits)
+        except BaseException:
+            self.tasks.pop(t.name, None)
+            self.store.remove(self.name, t.name)
+            raise
         self.queues.push(t.user, t.name)
         self.counters["submitted"] += 1
         self._work.set()
         if req.wait_s > 0:
             await self.wait(gt, req.wait_s)
-        return self.status(gt)
+            return self.status(gt)
+        st = self.status(gt, position=False)
+        if gt.state == QUEUED:
+            st.queue_position = len(self.queues.ready[gt.user])    # just pushed at the tail: O(1)
+        return st
 
     async def wait(self, gt: GmTask, wait_s: float) -> None:
         if gt.state in (RUNNING, FINISHED, REJECTED):
@@ -360,7 +370,7 @@ class GlobalMaster:
                                       detail="placed before this GM restarted; allocation time unknown here")
         raise errors.NotFound(f"task {name!r} is unknown to GM {self.name} and to every LM")
 
-    def status(self, gt: GmTask) -> mpb.TaskStatus:
+    def status(self, gt: GmTask, position: bool = True) -> mpb.TaskStatus:
         st = mpb.TaskStatus(name=gt.name, user=gt.user, state=gt.state, gm=self.name, detail=gt.detail,
                             preemptions=gt.preemptions)
         if gt.placement is not None:
@@ -370,7 +380,7 @@ class GlobalMaster:
         else:
             st.allocation.arrival_unix_s = gt.clk.arrival
             st.allocation.attempts = gt.clk.attempts
-        if gt.state == QUEUED:
+        if gt.state == QUEUED and position:
             st.queue_position = self.queues.position(gt.user, gt.name)
         return st
 

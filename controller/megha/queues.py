@@ -26,7 +26,10 @@ log = logging.getLogger(__name__)
 
 class QueueStore(Protocol):
     def put(self, gm: str, name: str, blob: bytes) -> None:
-        """Record (or overwrite) an accepted task of *gm*; durable when this returns."""
+        """Record (or overwrite) an accepted task of *gm*; durable once ``sync`` returns."""
+
+    async def sync(self) -> None:
+        """Wait until every put so far is durable (concurrent callers share one fsync)."""
 
     def remove(self, gm: str, name: str) -> None:
         """The task left the queue for good (an LM accepted it, or it was rejected)."""
@@ -51,10 +54,15 @@ class MemoryQueueStore:
     def load(self, gm: str) -> list[tuple[str, bytes]]:
         return list(self._d.get(gm, {}).items())
 
+    async def sync(self) -> None:
+        return None
+
 
 class FileQueueStore:
     """JSONL journal per GM: {"put": name, "task": base64} / {"del": name}; compacted when
-    dead lines outnumber live ones. Each write is flushed and fsynced."""
+    dead lines outnumber live ones. Every write is flushed to the OS at once; ``sync`` makes
+    them durable with one fsync shared by all concurrent callers (group commit). A "del" need
+    not be durable: a restarted GM asks the LMs about every task it finds (FindTasks)."""
 
     def __init__(self, directory: str, fsync: bool = True) -> None:
         self.dir = directory
@@ -63,6 +71,10 @@ class FileQueueStore:
         self._live: dict[str, dict[str, bytes]] = {}
         self._lines: dict[str, int] = {}
         self._files: dict[str, object] = {}
+        self._written = 0          # writes so far
+        self._synced = 0           # writes known durable
+        self._syncing = None       # the fsync in progress (a future)
+        self.fsyncs = 0
 
     def _path(self, gm: str) -> str:
         return os.path.join(self.dir, f"{gm}.queue.jsonl")
@@ -79,11 +91,30 @@ class FileQueueStore:
         f = self._file(gm)
         f.write(json.dumps(rec) + "\n")
         f.flush()
-        if self.fsync:
-            os.fsync(f.fileno())
+        self._written += 1
         self._lines[gm] = self._lines.get(gm, 0) + 1
-        if self._lines[gm] > 64 and self._lines[gm] > 2 * len(self._live[gm]):
+        if self._lines[gm] > 64 and self._lines[gm] > 2 * len(self._live[gm]) and self._syncing is None:
             self._compact(gm)
+
+    async def sync(self) -> None:
+        import asyncio
+        if not self.fsync:
+            return
+        target = self._written
+        while self._synced < target:
+            if self._syncing is None:
+                self._syncing = asyncio.ensure_future(self._fsync_all(self._written))
+            await asyncio.shield(self._syncing)
+
+    async def _fsync_all(self, upto: int) -> None:
+        import asyncio
+        fds = [f.fileno() for f in self._files.values()]
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, lambda: [os.fsync(fd) for fd in fds])
+            self.fsyncs += 1
+            self._synced = max(self._synced, upto)
+        finally:
+            self._syncing = None
 
     def _compact(self, gm: str) -> None:
         path = self._path(gm)
@@ -98,6 +129,7 @@ class FileQueueStore:
             old.close()
         os.replace(tmp, path)
         self._lines[gm] = len(self._live[gm])
+        self._synced = self._written       # everything live is in the fsynced new file
 
     def put(self, gm: str, name: str, blob: bytes) -> None:
         self._file(gm)

@@ -253,6 +253,21 @@ def test_file_queue_store_survives_a_restart_and_compacts(tmp_path):
     assert m.load("g") == []
 
 
+async def test_concurrent_submits_share_one_fsync(tmp_path):
+    import asyncio
+    s = FileQueueStore(str(tmp_path), fsync=True)
+
+    async def submit(i):
+        s.put("g1", f"t{i}", b"x")
+        await s.sync()
+        return s._synced >= 1
+    assert all(await asyncio.gather(*(submit(i) for i in range(40))))
+    assert 1 <= s.fsyncs < 40 and s._synced == 40              # group commit: far fewer fsyncs than puts
+    await s.sync()                                              # nothing new: no fsync
+    assert s.fsyncs < 40
+    s.close()
+
+
 # --- workload -------------------------------------------------------------------------------------------------------
 def test_arrivals_are_seeded_and_about_half_the_jobs_are_constrained():
     cfg = ArrivalConfig(seed=3, duration_s=200, job_rate_per_s=10, users=("u1", "u2"))
