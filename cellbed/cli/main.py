@@ -13,6 +13,7 @@ from google.protobuf import json_format
 from cellbed import errors
 from cellbed.cell import cell as cellmod
 from cellbed.client import NodeClient
+from cellbed.cli.masb_cmd import ASR_NAMES
 from cellbed.v1 import node_pb2 as pb
 
 STATE_NAMES = {v: k.replace("VM_STATE_", "").lower() for k, v in pb.VmState.items()}
@@ -85,11 +86,25 @@ def cmd_cell_up(args) -> None:
     st = cellmod.up(args.cell, args.hosts, accel=args.accel, subnet=args.subnet,
                     host_cpus=[float(x) for x in args.host_cpus.split(",")],
                     host_mem_mib=[int(x) for x in args.host_mem_mib.split(",")], root=args.state_root,
-                    monitor_period_s=args.monitor_period_s, ssh=args.ssh or args.bare, bare=args.bare)
+                    monitor_period_s=args.monitor_period_s, ssh=args.ssh or args.bare, bare=args.bare,
+                    san=_san_overrides(args.san_set) if args.san else None)
     rows = [{"host": h, **{k: v for k, v in d.items() if k != "netns"}} for h, d in st["hosts"].items()]
     emit(args, st, f"cell {st['name']} up in {st['up_seconds']} s; accel {st['accel']} ({st['accel_reason']}); "
                    f"mqtt {st['mqtt']}\n" + table(rows, ["host", "address", "grpc_port", "cpu_cores", "mem_mib"])
                    + (f"\nssh: ssh -F {st['ssh']['config']} {next(iter(st['hosts']))}" if st.get("ssh") else ""))
+
+
+def _san_overrides(items: list[str]) -> dict:
+    import tomllib
+    out = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep:
+            raise errors.InvalidArgument(f"--san-set {it!r}: expected key=value")
+        out[k] = tomllib.loads(f"v = {v}")["v"]
+    from cellbed.daemon.san import SanConfig
+    SanConfig.from_mapping(out)   # names the key and the range of anything wrong, before the cell is built
+    return out
 
 
 def cmd_cell_inventory(args) -> None:
@@ -252,7 +267,8 @@ async def cmd_nodes(args) -> None:
     rows = [{"host": s.host, "cpu_cap": f"{s.capacity.cpu_cores:.2f}", "mem_cap": s.capacity.mem_mib,
              "cpu_req": f"{s.cpu_req_cores:.2f}", "cpu_used": f"{s.cpu_used_cores:.2f}",
              "cg_cpu": f"{s.cgroup_cpu_cores:.2f}", "mem_alloc": s.mem_alloc_mib, "cg_mem_mib": f"{s.cgroup_mem_mib:.0f}",
-             "vms": s.vm_count, "mig_out": s.migrations_out, "mig_in": s.migrations_in,
+             "vms": s.vm_count, "class": ASR_NAMES.get(s.asr_class, "?"), "mig_out": s.migrations_out,
+             "mig_in": s.migrations_in,
              "daemon_rss": f"{s.daemon_rss_mib:.0f}", "daemon_cpu": f"{s.daemon_cpu * 100:.2f}%"} for s in states]
     emit(args, [msg_dict(s) for s in states], table(rows, list(rows[0].keys()) if rows else []))
 
@@ -293,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ssh", action="store_true", help="an sshd per host, keys under the cell's state folder")
     p.add_argument("--bare", action="store_true",
                    help="with --ssh: no libvirtd, node daemon or mosquitto; provision the hosts with ansible/")
+    p.add_argument("--san", action="store_true", help="MASB: a broker agent on the bridge, SAN in every node daemon")
+    p.add_argument("--san-set", action="append", metavar="KEY=VALUE",
+                   help="SanConfig override, e.g. max_util=0.8 (repeatable)")
     p.set_defaults(fn=cmd_cell_up)
     p = cp.add_parser("inventory", help="an Ansible inventory for a cell brought up with --ssh")
     p.add_argument("--out", help="write it to this file (default: print)")
@@ -353,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     from cellbed.cli import report_cmd, run_cmd
     report_cmd.register(sub)
     run_cmd.register(sub)
+    from cellbed.cli import masb_cmd
+    masb_cmd.register(sub)
+    from cellbed.cli import megha_cmd
+    megha_cmd.register(sub)
     return ap
 
 

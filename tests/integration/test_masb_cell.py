@@ -117,7 +117,15 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     async def migrated():
         recs = (await call(cell, "h1", "ListMigrations", pb.ListMigrationsRequest())).records
         return [r for r in recs if r.outcome == pb.MIGRATION_OUTCOME_SUCCEEDED] or None
-    recs = await wait_until(migrated, 240, "SAN to migrate a VM off h1")
+    try:
+        recs = await wait_until(migrated, 240, "SAN to migrate a VM off h1")
+    except BaseException:   # say what the agents saw
+        st = (await call(cell, "h1", "GetHostState", pb.GetHostStateRequest())).state
+        negs = await san_request(cell, "h1", "San/ListNegotiations", mpb.ListNegotiationsRequest(limit=3))
+        print(f"h1: cpu used {st.cpu_used_cores:.3f} of {HOST_CPU} (cgroup {st.cgroup_cpu_cores:.3f}); "
+              f"SAN counters {dict(negs.counters)}; last: "
+              + "; ".join(f"{n.vm} {n.state} {[(x.kind, x.detail[:100]) for x in n.steps]}" for n in negs.negotiations))
+        raise
     r = recs[0]
     assert r.src == "h1" and r.dst in ("h2", "h3") and r.vm in ("ov1", "ov2")
     assert r.data_total_bytes > 0 and r.heartbeat_after > r.heartbeat_before and r.integrity_bad == 0
