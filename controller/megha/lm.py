@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import zlib
 from collections import Counter
 
 from cellbed import errors, wire
@@ -219,7 +220,7 @@ class LocalMaster:
         return self.full_state() if self.params.piggyback_full else self.delta_state([h])
 
     async def _publisher(self) -> None:
-        await self.clock.sleep(self.params.update_period_s * (hash(self.instance) % 1000) / 1000.0)
+        await self.clock.sleep(self.params.update_period_s * (zlib.crc32(self.instance.encode()) % 1000) / 1000.0)
         while True:
             if self.role == ACTIVE:
                 self.transport.publish(state_topic(self.cell, self.lm), self.full_state())

@@ -212,7 +212,8 @@ def test_a_preempted_task_is_requeued_and_runs_again():
         st = await submit(cell, task("f1", "fair", cpu=1.0, duration=60.0), wait_s=5, gm="gm2")
         preempted = [n for n in ("hog0", "hog1", "hog2", "hog3") if n not in running_on(cell)]
         st_p = await status(cell, preempted[0])
-        await vwait(cell, lambda: preempted[0] in running_on(cell), 60, f"{preempted[0]} running again")
+        await vwait(cell, lambda: cell.gms["gm1"].tasks[preempted[0]].state == RUNNING, 60,
+                    f"{preempted[0]} running again")
         st_again = await status(cell, preempted[0])
         cell.check_no_double_allocation()
         q = (await cell.net.transport("c").request("gm2", "GlobalMaster/ListQueues", mpb.ListQueuesRequest())).queues
