@@ -212,6 +212,7 @@ class _Run:
         self.boot_slots = asyncio.Semaphore(BOOTS_AT_ONCE)
         self.bg: set[asyncio.Task] = set()
         self.last = {"tasks": 0, "over": 0.0}
+        self.last_tick_s = -math.inf
 
     # -- time -----------------------------------------------------------------------------------
     def sim_now(self) -> float:
@@ -511,7 +512,7 @@ class _Run:
         from cellbed.v1 import masb_pb2 as mpb, node_pb2 as pb
         if t_s is None:
             t_s = self.sc.run.duration_s
-            if t_s <= self.w._last_tick_s:
+            if t_s <= self.last_tick_s:
                 return
         hosts = list(self.hosts)
         states = await asyncio.gather(*(self.node(h, "GetHostState", pb.GetHostStateRequest()) for h in hosts))
@@ -548,6 +549,7 @@ class _Run:
         else:
             p50 = p99 = math.nan
         m = self.tick_mig
+        self.last_tick_s = t_s
         self.w.tick(TickRow(t_s=t_s, nodes=len(hosts), idle=int(c[AsrClass.IDLE]),
                             overloaded=int(c[AsrClass.OVERLOADED]), sta=int(c[AsrClass.STA]), ta=int(c[AsrClass.TA]),
                             pa=int(c[AsrClass.PA]), da=int(c[AsrClass.DA]),

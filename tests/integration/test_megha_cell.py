@@ -200,7 +200,8 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
         await wait_until(lambda: started(8), 300, "8 VMs running")
         await snapshot(["gm1"])
         agents.kill("gm1")                                  # crash: its queue lives in the journal
-        await asyncio.sleep(2)   # the GM stays down a while (a fault-injection interval, not a synchronisation)
+        with pytest.raises(errors.Unavailable):             # it really is down: clients see UNAVAILABLE
+            await t.request("gm1", "GlobalMaster/Submit", mpb.SubmitRequest(task=tasks[0]), timeout=5)
         await start_agents(agents, ["gm1"])
         await wait_until(lambda: started(20), 600, "20 VMs started")
         await snapshot(["lm1a"])
