@@ -18,6 +18,8 @@ from cellbed.broker.cache import NodeCache
 from cellbed.broker.select import BrokerParams, candidates, initial, rus_ok
 
 log = logging.getLogger(__name__)
+ALLOCATE_TRIES = 3
+"""AllocateTask launches on the best node, then on the next ones if they refuse, up to this many."""
 
 
 def report_topic(cell: str, host: str = "+") -> str:
@@ -153,7 +155,7 @@ class BrokerAgent:
             extra = lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, self.params.max_util)  # noqa: E731
         pool, examined = self.cache.first_matching(fresh, cons, self.params.initial_scan_limit, extra)
         ranked, scanned, _ = initial(pool, np.ones(len(pool), dtype=bool), self.cache.cap, self.cache.req,
-                                     self.cache.used, reqv, self.params)
+                                     self.cache.used, reqv, self.params, limit=ALLOCATE_TRIES)
         self.counters["allocations"] += 1
         if not ranked:
             self.counters["allocations_no_room"] += 1
@@ -162,7 +164,7 @@ class BrokerAgent:
                 f"{len(cons)} constraint(s)): {len(pool)} matching of {examined} examined ({len(fresh)} fresh), "
                 f"none has room")
         refused = 0
-        for pick in ranked[:3]:
+        for pick in ranked:
             host = self.cache.hosts[pick.index]
             if req.launch:
                 try:

@@ -67,6 +67,7 @@ class NodeCache:
             self.attr_of.append({})
         elif self.live[i] and self.ts[i] >= r.sampled_unix_s:
             return False
+        prev = self.reports[i]
         self.reports[i] = r
         self.cap[i] = (r.capacity.cpu_cores, r.capacity.mem_mib)
         self.used[i] = (r.used.cpu_cores, r.used.mem_mib)
@@ -74,6 +75,8 @@ class NodeCache:
         self.prod[i] = (r.prod_requested.cpu_cores, r.prod_requested.mem_mib)
         self.ts[i] = r.sampled_unix_s
         self.live[i] = True
+        if prev is not None and prev.attributes == r.attributes:
+            return True                   # attributes rarely change: skip decoding them
         attrs = wire.attributes_from_pb(r.attributes)
         if attrs != self.attr_of[i]:
             for k in set(self.attr_of[i]) - set(attrs):

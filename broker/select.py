@@ -71,25 +71,26 @@ def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.nd
 
 
 def initial(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, req: np.ndarray, used: np.ndarray,
-            task_req: np.ndarray, p: BrokerParams) -> tuple[list[Pick], int, np.ndarray]:
-    """(*match* already includes the RUS rule for production tasks: see :func:`rus_ok`.)"""
+            task_req: np.ndarray, p: BrokerParams, limit: int | None = None) -> tuple[list[Pick], int, np.ndarray]:
     """Initial allocation: score at most initial_scan_limit matching nodes with the initial
     score over *requested* resources; best first. Nodes scoring 0 (requests above 90%, as
     they are in an overcommitted cell) follow, lowest resulting *use* share first, among
     those whose use leaves room: our fallback, since the paper's Borg-like cell
     overcommits requests and it says nothing of this case. Returns (ranked picks, scanned,
-    scores)."""
+    scores). *limit* keeps only the first picks of the ranking (the caller tries a few);
+    *match* already includes the RUS rule for production tasks (see :func:`rus_ok`)."""
     m = pool[match][: p.initial_scan_limit]
     if len(m) == 0:
         return [], 0, np.zeros(0)
     sc = _scores(p.initial_score, req[m], cap[m], task_req)
     order = np.argsort(-sc, kind="stable")
-    ranked = [Pick(int(m[j]), float(sc[j]), False) for j in order if sc[j] > 0]
+    pos = order[sc[order] > 0][:limit]
+    ranked = [Pick(h, s, False) for h, s in zip(m[pos].tolist(), sc[pos].tolist())]
     zero = np.flatnonzero(sc <= 0)
-    if len(zero):
+    if len(zero) and (limit is None or len(ranked) < limit):
         after = (used[m[zero]] + task_req) / cap[m[zero]]
         worst = after.max(axis=1)
         ok = worst <= 1.0
-        for j in zero[ok][np.argsort(worst[ok], kind="stable")]:
+        for j in zero[ok][np.argsort(worst[ok], kind="stable")][: None if limit is None else limit - len(ranked)]:
             ranked.append(Pick(int(m[j]), 0.0, False))
     return ranked, len(m), sc

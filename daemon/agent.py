@@ -26,7 +26,7 @@ from cellbed.daemon.guest_channel import GuestChannel, GuestChannelError, GuestS
 from cellbed.daemon.hypervisor import (REAL_VM_LIMITS, DomState, Hypervisor, JobProgress, MigrationOptions,
                                        VmSpec)
 from cellbed.daemon.peers import PeerDirectory
-from cellbed.policy.asr import classify, utilisation_pct
+from cellbed.policy.asr import node_class
 from cellbed.runtime.clock import RealClock
 from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
 from cellbed.workload.events import constraints_match
@@ -407,8 +407,7 @@ class NodeAgent:
             s.attributes.extend(wire.attributes_pb(self.cfg.attributes))
         cpu_u, mem_u = self.used()
         if self.vms or self.incoming:
-            p = utilisation_pct([cpu_u, mem_u], [self.cfg.cpu_cores, self.cfg.mem_mib])
-            s.asr_class = int(classify(p)) + 1       # policy codes start at IDLE=0; the wire's at 1
+            s.asr_class = int(node_class((cpu_u, mem_u), (self.cfg.cpu_cores, self.cfg.mem_mib))) + 1  # wire codes start at 1
         else:
             s.asr_class = cpb.ASR_CLASS_IDLE
         if self._proc is not None:

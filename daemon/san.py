@@ -29,7 +29,7 @@ from cellbed.masb.decisions import DecisionLog
 from cellbed.masb.scs import Candidate, TabuParams, tabu_select
 from cellbed.model.cost import PrecopyParams, precopy
 from cellbed.policy import SCORES
-from cellbed.policy.asr import classify, utilisation_pct
+from cellbed.policy.asr import node_class
 from cellbed.rpc import handles_errors
 from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, masb_pb2_grpc as mpbg, node_pb2 as pb
 from cellbed.broker.agent import report_topic
@@ -136,6 +136,7 @@ class SanAgent:
         self._round: asyncio.Task | None = None
         self.unmovable: dict[str, float] = {}           # task -> monotonic time until which SCS skips it
         self._last_report = -math.inf
+        self._attrs_pb: tuple[tuple, list] = ((), [])   # (attributes as items, their wire form)
         self._prev_pct: np.ndarray | None = None
         self._seq = 0
         self._sem = asyncio.Semaphore(cfg.max_parallel)
@@ -213,13 +214,19 @@ class SanAgent:
         mem_req, cpu_req = self.node._allocated()
         pr = self.prod_requested()
         if self.node.vms or self.node.incoming:
-            asr = int(classify(utilisation_pct(used, cap))) + 1
+            asr = int(node_class(used, cap)) + 1
         else:
             asr = cpb.ASR_CLASS_IDLE
         return mpb.NodeReport(host=self.host, capacity=wire.resources(*cap), used=wire.resources(*used),
                               requested=wire.resources(cpu_req, mem_req), prod_requested=wire.resources(*pr),
-                              task_count=len(self.node.vms), attributes=wire.attributes_pb(self.node.cfg.attributes),
+                              task_count=len(self.node.vms), attributes=self._attributes_pb(),
                               asr_class=asr, sampled_unix_s=self.clock.now())
+
+    def _attributes_pb(self) -> list:
+        key = tuple(self.node.cfg.attributes.items())
+        if key != self._attrs_pb[0]:
+            self._attrs_pb = (key, wire.attributes_pb(self.node.cfg.attributes))
+        return self._attrs_pb[1]
 
     def publish_report(self) -> None:
         self._last_report = self.clock.monotonic()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import itertools
 import logging
 import math
 import random
@@ -60,6 +61,7 @@ class ModelCellParams:
     overload_at_s: float = 0.0
     migration_failure_prob: float = 0.0
     cost: PrecopyParams = PrecopyParams()
+    retry_per_tick: int = 0                # deferred placements retried per tick; 0: max(500, nodes // 4)
 
 
 @dataclasses.dataclass
@@ -340,7 +342,8 @@ class ModelCell:
                 else:
                     self.remove_later.discard(name)
                     self._spawn(self._stop(name))
-            for name, spec in list(self.pending.items())[:500]:
+            retry = self.p.retry_per_tick or max(500, self.p.nodes // 4)
+            for name, spec in list(itertools.islice(self.pending.items(), retry)):
                 del self.pending[name]
                 if name in self.live:
                     self._spawn(self._arrive(spec))

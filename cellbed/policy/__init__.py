@@ -35,6 +35,7 @@ from cellbed.policy.asr import (
     asr,
     asr_counts,
     classify,
+    node_class,
     utilisation_pct,
 )
 from cellbed.policy.fit import Demand, SumFitParams, sum_fit, sum_projection
@@ -97,6 +98,7 @@ __all__ = [
     "asr",
     "asr_counts",
     "classify",
+    "node_class",
     "gain",
     "gain_from_load",
     "gain_of",

@@ -141,8 +141,11 @@ class InProcNetwork:
         if self.copy_messages:
             msg = type(msg).FromString(msg.SerializeToString())
         try:
-            reply = await asyncio.wait_for(fn(msg, _InProcContext(src)), timeout)
-        except asyncio.TimeoutError:
+            # in the caller's task (asyncio.timeout), not a new one per call (wait_for): a model
+            # cell makes millions of these calls
+            async with asyncio.timeout(timeout):
+                reply = await fn(msg, _InProcContext(src))
+        except TimeoutError:
             self.stats.failed += 1
             raise errors.DeadlineExceeded(f"{target} {method}: no reply within {timeout:g} s") from None
         except errors.CellbedError:

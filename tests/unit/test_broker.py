@@ -69,3 +69,18 @@ def test_initial_allocation_prefers_sias_then_falls_back_on_use():
                                   BrokerParams())
     assert [p.index for p in ranked] == [0, 1, 2] and sc[2] == 0.0 and scanned == 3
     assert rus_ok(np.array([[0.8, 0.0]]), cap[:1], np.array([0.2, 0.0]), 0.9).tolist() == [False]
+
+
+def test_initial_limit_keeps_the_head_of_the_same_ranking():
+    rng = np.random.default_rng(7)
+    n = 60
+    cap = np.tile([4.0, 16384.0], (n, 1))
+    req = cap * rng.uniform(0.0, 1.1, (n, 2))          # some nodes score 0 (requests above 90 %)
+    used = req * rng.uniform(0.2, 0.9, (n, 1))
+    task = np.array([0.25, 512.0])
+    full, _, _ = initial(np.arange(n), np.ones(n, bool), cap, req, used, task, BrokerParams())
+    assert any(p.score == 0.0 for p in full) and any(p.score > 0 for p in full)   # both parts exercised
+    positive = sum(p.score > 0 for p in full)
+    for limit in (1, 3, positive, positive + 2, n):
+        head, _, _ = initial(np.arange(n), np.ones(n, bool), cap, req, used, task, BrokerParams(), limit=limit)
+        assert head == full[:limit], limit

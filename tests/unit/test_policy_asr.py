@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cellbed.policy import AsrBands, AsrClass, AsrCounts, asr, asr_counts, classify
+from cellbed.policy import AsrBands, AsrClass, AsrCounts, asr, asr_counts, classify, node_class
 
 IDLE, OVER, STA, TA, PA, DA = (
     AsrClass.IDLE,
@@ -203,3 +203,34 @@ def test_classify_matches_the_definitions(P, data):
     assert c.total == P.shape[0]
     if c.active:
         assert sum(c.shares().values()) == pytest.approx(1.0)
+
+
+# --- node_class: the plain-Python one-node path the node agents use --------------------------------
+
+@pytest.mark.parametrize("p, tasks, want, why", [b for b in BOUNDARIES if b[1] != 0])
+def test_node_class_boundaries(p, tasks, want, why):
+    # the same table as classify, with capacity 100 so that load == percent
+    assert node_class(p, (100.0,) * len(p)) is want, why
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 400), st.floats(0.1, 64)), min_size=1, max_size=4),
+    st.sampled_from([AsrBands(), AsrBands(overload_pct=120, sta_pct=80, ta_low_pct=60, pa_spread_pct=10)]),
+)
+def test_node_class_agrees_with_classify(rows, bands):
+    load = [lo for lo, _ in rows]
+    cap = [c for _, c in rows]
+    want = classify(100.0 * np.asarray(load) / np.asarray(cap), bands=bands)
+    assert node_class(load, cap, bands) is want
+
+
+@pytest.mark.parametrize("load, cap, msg", [
+    ((1.0, 2.0), (1.0,), "same, non-zero number"),
+    ((), (), "same, non-zero number"),
+    ((1.0,), (0.0,), "capacity must be finite and > 0"),
+    ((-1.0,), (1.0,), "load must be finite and ≥ 0"),
+    ((math.nan,), (1.0,), "load must be finite"),
+])
+def test_node_class_bad_input(load, cap, msg):
+    with pytest.raises(ValueError, match=msg):
+        node_class(load, cap)
