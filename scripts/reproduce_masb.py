@@ -4,15 +4,17 @@ benchmark (acceptance 5).
 
     scripts/reproduce_masb.py run [--tables 3,4,5,6,7] [--nodes 500] [--hours 6] [--t7-hours 3]
     scripts/reproduce_masb.py summarize      # docs/results/masb-table*.{csv,md} + comparison plots
-    scripts/reproduce_masb.py scale [--nodes 12500] [--hours 1] [--profile-minutes 10]
+    scripts/reproduce_masb.py scale [--nodes 12500] [--hours 1.5] [--profile-from 70] [--profile-minutes 5]
 
 ``run`` executes every run of the chosen tables, one at a time, each in its own process
 (``cellctl run`` with --set overrides on the ready scenarios), into ``results/masb-repro/<id>``;
 runs already completed are skipped, so it can be resumed. ``summarize`` reads the completed
 folders and writes the small tables committed under docs/results/ plus, per table,
 ``cellctl report`` comparison plots into ``results/masb-repro/table<N>/`` (regenerated, not
-committed). ``scale`` runs the 12,500-node GCD-shaped cell with SAN on for a window, then
-cProfiles a shorter window and writes docs/results/scale-benchmark.md.
+committed). ``scale`` runs the 12,500-node GCD-shaped cell with SAN on for a window of simulated
+time, cProfiles a few simulated minutes after the warm start, and writes
+docs/results/scale-benchmark.md (warm start, steady simulated min per wall min, peak RSS, where
+the time goes).
 """
 from __future__ import annotations
 
@@ -242,33 +244,112 @@ NOTES: dict[str, list[str]] = {}
 # ---------------------------------------------------------------------------
 
 def cmd_scale(a) -> None:
+    """One long run at a.nodes with a cProfile window after the warm start; the figures come
+    from its ticks.csv (wall_s per tick), its summary and profile.json/.pstats."""
     out = REPO / "results" / f"scale-{a.nodes}"
-    sets = ["--set", f"cell.nodes={a.nodes}", "--set", f"run.duration_s={a.hours * 3600:g}", "--set", "run.seed=1",
-            "--set", f"run.name=scale-{a.nodes}"]
     if not completed(out):
         if out.exists():
             import shutil
             shutil.rmtree(out)
+        prof = f"{a.profile_from:g}:{a.profile_from + a.profile_minutes:g}"
         subprocess.run([PY, "-m", "cellbed.cli.main", "run", str(SC / "masb-table3-masb.toml"), "--out", str(out),
-                        *sets], check=True, cwd=REPO)
-    if a.profile_minutes > 0:
-        prof = REPO / "results" / f"scale-{a.nodes}-profile"
-        if prof.exists():
-            import shutil
-            shutil.rmtree(prof)
-        stats = REPO / "results" / f"scale-{a.nodes}.pstats"
-        code = ("import cProfile, sys; from cellbed.cli.main import main; "
-                f"cProfile.run('main(sys.argv[1:])', {str(stats)!r})")
-        subprocess.run([PY, "-c", code, "run", str(SC / "masb-table3-masb.toml"), "--out", str(prof), "--no-report",
-                        "--set", f"cell.nodes={a.nodes}", "--set", f"run.duration_s={a.profile_minutes * 60:g}",
-                        "--set", "run.seed=1", "--set", "run.name=scale-profile"], check=True, cwd=REPO)
-        import pstats, io
-        buf = io.StringIO()
-        pstats.Stats(str(stats), stream=buf).sort_stats("cumulative").print_stats(40)
-        buf2 = io.StringIO()
-        pstats.Stats(str(stats), stream=buf2).sort_stats("tottime").print_stats(30)
-        (REPO / "results" / f"scale-{a.nodes}-profile.txt").write_text(buf.getvalue() + "\n\n" + buf2.getvalue())
-        print(f"profile: results/scale-{a.nodes}-profile.txt")
+                        "--no-report", "--profile", prof,
+                        "--set", f"cell.nodes={a.nodes}", "--set", f"run.duration_s={a.hours * 3600:g}",
+                        "--set", "run.seed=1", "--set", f"run.name=scale-{a.nodes}"], check=True, cwd=REPO)
+    write_scale_md(out, a)
+
+
+def scale_figures(out: Path) -> dict:
+    """Warm start vs steady state from ticks.csv: the warm start ends at the first tick with no
+    task waiting; the steady rate is simulated minutes per wall minute over the ticks after it,
+    leaving out the profiled window (cProfile slows it)."""
+    from cellbed.experiment.results import load_run
+    run = load_run(out)
+    t = run.ticks
+    summ = run.completed.get("summary", run.completed)
+    prof = json.loads((out / "profile.json").read_text()) if (out / "profile.json").is_file() else None
+    t_s, wall, pend = t["t_s"], t["wall_s"], t["tasks_pending"]
+    settled = np.flatnonzero(pend == 0)
+    k0 = int(settled[0]) if len(settled) else len(t_s) - 1
+    rates = []
+    for i in range(k0 + 1, len(t_s)):
+        if prof and prof["from_s"] < t_s[i] <= prof["to_s"]:
+            continue
+        dw = wall[i] - wall[i - 1]
+        if dw > 0:
+            rates.append(((t_s[i] - t_s[i - 1]) / 60.0) / (dw / 60.0))
+    steady = float(np.median(rates)) if rates else float("nan")
+    return {"nodes": int(t["nodes"][-1]), "sim_s": float(t_s[-1]), "wall_s": float(wall[-1]),
+            "warm_sim_s": float(t_s[k0]), "warm_wall_s": float(wall[k0]), "steady_rate": steady,
+            "steady_ticks": len(rates), "rss": summ.get("peak_rss_mib"), "tasks": int(t["tasks_running"][-1]),
+            "migrations": int(t["migrations_succeeded"].sum()), "over_mean": float(np.mean(t["overloaded"] / t["nodes"])),
+            "prof": prof, "summary": summ}
+
+
+def write_scale_md(out: Path, a) -> None:
+    f = scale_figures(out)
+    day_min = 1440.0 / f["steady_rate"] if f["steady_rate"] > 0 else float("nan")
+    lines = [
+        f"# Scale benchmark: MASB model cell, {f['nodes']:,} nodes, GCD-shaped workload, SAN on",
+        "",
+        f"Command: `scripts/reproduce_masb.py scale --nodes {a.nodes} --hours {a.hours:g} "
+        f"--profile-from {a.profile_from:g} --profile-minutes {a.profile_minutes:g}` "
+        f"(one `cellctl run` of scenarios/masb-table3-masb.toml, seed 1; figures from its ticks.csv `wall_s`).",
+        "",
+        "| figure | value |", "|---|---|",
+        f"| simulated | {f['sim_s'] / 60:.0f} min in {f['wall_s'] / 60:.1f} wall min |",
+        f"| warm start (initial population placed, no task waiting) | {f['warm_sim_s'] / 60:.0f} simulated min in "
+        f"{f['warm_wall_s'] / 60:.1f} wall min |",
+        f"| steady state, simulated min per wall min (median over {f['steady_ticks']} ticks, profiled window "
+        f"excluded) | **{f['steady_rate']:.2f}** |",
+        f"| a simulated day at that rate | {day_min:.0f} wall min ({day_min / 60:.1f} h); goal ≤ 30 min |",
+        f"| peak RSS | {f['rss']:,.0f} MiB |" if f["rss"] else "| peak RSS | n/a |",
+        f"| tasks running at the end | {f['tasks']:,} |",
+        f"| migrations | {f['migrations']:,} |",
+        f"| overloaded nodes, mean share | {100 * f['over_mean']:.3f} % |",
+    ]
+    if f["prof"]:
+        p = f["prof"]
+        lines += ["", f"Profiled window: simulated {p['from_s'] / 60:.0f}–{p['to_s'] / 60:.0f} min, "
+                      f"{p['wall_s']:.0f} s wall / {p['cpu_s']:.0f} s CPU under cProfile. Where the time goes "
+                      "(cumulative share of the window):", ""]
+        lines += profile_breakdown(out / "profile.pstats")
+    lines += ["", *NOTES.get("scale", [])]
+    DOCS.mkdir(parents=True, exist_ok=True)
+    (DOCS / "scale-benchmark.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("wrote docs/results/scale-benchmark.md")
+
+
+PROFILE_GROUPS = [
+    ("node agents: sampling (NodeAgent.sample, model hypervisor list)", "daemon/agent.py", "sample"),
+    ("node agents: SAN step 1 and reports (SanAgent.on_sample)", "daemon/san.py", "on_sample"),
+    ("node agents: SAN rounds (SCS, negotiation)", "daemon/san.py", "run_round"),
+    ("node agents: answering SAN requests", "daemon/san.py", "answer"),
+    ("broker agents: initial allocation (AllocateTask)", "broker/agent.py", "allocate"),
+    ("broker agents: candidates (GetCandidateNodes)", "broker/agent.py", "get_candidates"),
+    ("broker agents: report intake", "broker/agent.py", "on_report"),
+    ("node agents: StartVm", "daemon/agent.py", "start_vm"),
+    ("workload generator and cell driver", "cellbed/model/cell.py", "run"),
+    ("ticks (ASR classification of every node)", "cellbed/model/cell.py", "tick"),
+]
+
+
+def profile_breakdown(path: Path) -> list[str]:
+    import pstats
+    st = pstats.Stats(str(path))
+    total = max((v[3] for k, v in st.stats.items() if k[2] == "_run_once"), default=0.0)
+    own_loop = sum(v[2] for k, v in st.stats.items() if "asyncio" in k[0] or "selectors" in k[0])
+    out = ["| part | cumulative s | share |", "|---|---:|---:|"]
+    for label, file, fn in PROFILE_GROUPS:
+        cum = sum(v[3] for k, v in st.stats.items() if k[0].endswith(file) and k[2] == fn)
+        out.append(f"| {label} | {cum:.1f} | {100 * cum / total:.0f} % |" if total else f"| {label} | {cum:.1f} | |")
+    if total:
+        out.append(f"| asyncio itself (event loop, timers, tasks: own time) | {own_loop:.1f} | {100 * own_loop / total:.0f} % |")
+        out.append(f"| **the whole window (event loop)** | {total:.1f} | 100 % |")
+    out += ["", "Top functions by own time:", "", "| function | calls | own s |", "|---|---:|---:|"]
+    for k, v in sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:15]:
+        out.append(f"| `{Path(k[0]).name}:{k[1]} {k[2]}` | {v[1]:,} | {v[2]:.1f} |")
+    return out
 
 
 def main() -> None:
@@ -283,8 +364,9 @@ def main() -> None:
         p.add_argument("--seeds", default="1", help="comma list of run seeds for Tables 3–6 (e.g. 1,2,3)")
     p = sub.add_parser("scale")
     p.add_argument("--nodes", type=int, default=12500)
-    p.add_argument("--hours", type=float, default=1.0)
-    p.add_argument("--profile-minutes", type=float, default=10.0)
+    p.add_argument("--hours", type=float, default=1.5)
+    p.add_argument("--profile-from", type=float, default=70.0, help="simulated minute the profile starts")
+    p.add_argument("--profile-minutes", type=float, default=5.0)
     a = ap.parse_args()
     a.seed_list = tuple(int(x) for x in getattr(a, "seeds", "1").split(","))
     notes = DOCS / "notes.json"

@@ -27,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="reuse --out even if it already holds a run")
     p.add_argument("--no-report", action="store_true", help="skip report.md and the plots (cellctl report later)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--profile", metavar="FROM:TO",
+                   help="cProfile the window FROM:TO of simulated minutes (model cells) into "
+                        "profile.pstats/.txt/.json in the results folder")
     p.set_defaults(fn=cmd_run)
 
 
@@ -35,9 +38,13 @@ def cmd_run(args: argparse.Namespace) -> None:
     from cellbed.experiment.scenario import load_scenario
 
     sc = load_scenario(args.scenario, args.overrides)
+    window = None
+    if args.profile:
+        from cellbed.experiment.profiling import parse_window
+        window = parse_window(args.profile)
     out = Path(args.out) if args.out else Path("results") / f"{sc.run.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     res = run_scenario(sc, out, progress=None if args.quiet else sys.stderr, overwrite=args.overwrite,
-                       report=not args.no_report)
+                       report=not args.no_report, profile=window)
     if getattr(args, "json", False):
         print(json.dumps({"results": str(res.path), "report": str(res.report) if res.report else None,
                           "summary": res.summary}, indent=1, default=str))

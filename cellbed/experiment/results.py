@@ -144,6 +144,9 @@ class TickRow:
     bytes_moved: int = 0
     alloc_p50_ms: float = math.nan
     alloc_p99_ms: float = math.nan
+    wall_s: float = math.nan
+    """Wall-clock seconds from the writer's start to this row (filled in by the writer when
+    NaN): how fast a model cell runs, tick by tick, warm start apart."""
 
     def __post_init__(self) -> None:
         _num("TickRow", "t_s", self.t_s)
@@ -420,6 +423,7 @@ class ResultsWriter:
         self.counts = {"events": 0, "ticks": 0, "migrations": 0, "allocations": 0}
         self._last_tick_s = -math.inf
         self._last_t_s = 0.0
+        self._wall0 = time.perf_counter()
         self._closed = False
         self.completed = False
 
@@ -465,6 +469,8 @@ class ResultsWriter:
             raise InvalidArgument(f"TickRow.t_s={row.t_s} must be after the previous tick ({self._last_tick_s})")
         self._last_tick_s = row.t_s
         self._last_t_s = max(self._last_t_s, row.t_s)
+        if math.isnan(row.wall_s):
+            row = dataclasses.replace(row, wall_s=round(time.perf_counter() - self._wall0, 3))
         self._csv[TICKS].writerow(_cells(row))
         self.counts["ticks"] += 1
         self.flush()
@@ -552,19 +558,29 @@ def read_table(path: str | Path, row_type: type, columns: Sequence[str] | None =
     for c in want:
         if c not in kinds:
             raise InvalidArgument(f"{path.name} has no column {c!r} (columns: {', '.join(expected)})")
-    idx = [expected.index(c) for c in want]
     parts: dict[str, list[np.ndarray]] = {c: [] for c in want}
+    defaults = {f.name: f.default for f in fields(row_type) if f.default is not dataclasses.MISSING}
     with open(path, encoding="utf-8", newline="") as f:
         rd = csv.reader(f)
         header = next(rd, None)
         if header != expected:
-            raise FailedPrecondition(f"{path}: header {header} differs from the expected columns {expected}")
+            # a folder written before a column was added at the end: that column reads as its default
+            older = (header is not None and 0 < len(header) < len(expected) and header == expected[:len(header)]
+                     and all(c in defaults for c in expected[len(header):]))
+            if not older:
+                raise FailedPrecondition(f"{path}: header {header} differs from the expected columns {expected}")
+            expected = header
+        idx = {c: expected.index(c) for c in want if c in expected}
         buf: list[list[str]] = []
 
         def drain() -> None:
             if not buf:
                 return
-            for c, i in zip(want, idx):
+            for c in want:
+                if c not in idx:
+                    parts[c].append(np.full(len(buf), defaults[c], dtype=np.float64 if kinds[c] == "f" else object))
+                    continue
+                i = idx[c]
                 col = [r[i] for r in buf]
                 k = kinds[c]
                 try:

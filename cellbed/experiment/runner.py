@@ -264,6 +264,7 @@ class ModelMasbDriver:
     def __init__(self, sc: Scenario) -> None:
         self.sc = sc
         self.params = model_cell_params(sc)
+        self.profile = None     # a ProfileWindow, set by run_scenario(profile=...)
 
     def stages(self) -> dict[str, str]:
         p = self.params
@@ -303,12 +304,16 @@ class ModelMasbDriver:
             share = t.overloaded / t.nodes if t.nodes else 0.0
             last.update(tasks=t.tasks_running, over=share)
             progress.update(t.t_s, t.tasks_running, share)
+            if self.profile is not None:
+                self.profile.on_tick(t.t_s)
 
         cell = ModelCell(self.params, events=workload_events(sc), on_tick=on_tick, on_allocation=on_alloc,
                          on_migration=on_mig)
         wall0 = time.perf_counter()
         cpu0 = time.process_time()
         s = run_virtual(cell.run())
+        if self.profile is not None:
+            self.profile.close(sc.run.duration_s)
         wall = time.perf_counter() - wall0
         progress.update(sc.run.duration_s, last["tasks"], last["over"], force=True)
         progress.close()
@@ -620,13 +625,22 @@ def _sigterm_unwinds():
 
 
 def run_scenario(sc: Scenario, out: str | Path, *, progress: TextIO | None = sys.stderr, overwrite: bool = False,
-                 report: bool = True, repo: str | Path | None = None) -> RunResult:
+                 report: bool = True, repo: str | Path | None = None,
+                 profile: tuple[float, float] | None = None) -> RunResult:
     """Run *sc* and write its results folder *out* (see the module docstring).
+    *profile* (from_s, to_s): cProfile that window of simulated time (model MASB cells only).
 
     Raises FailedPrecondition (before writing anything) for a combination no driver runs.  If the
     run fails, events.jsonl ends with ``run_failed`` and the folder stays incomplete.
     """
     drv = driver_for(sc)
+    if profile is not None:
+        if not isinstance(drv, ModelMasbDriver):
+            raise errors.FailedPrecondition(
+                f"--profile: only model cells with policy.frontend masb or bestfit can be profiled by window "
+                f"(this scenario runs the {drv.kind} driver)")
+        from cellbed.experiment.profiling import ProfileWindow
+        drv.profile = ProfileWindow(profile[0], profile[1], out)
     manifest = build_manifest(sc, git_revision=git_revision(repo or REPO), versions=runtime_versions(),
                               stages=drv.stages(), extra=drv.extra())
     bar = Progress(progress, sc.run.duration_s, sc.run.name)

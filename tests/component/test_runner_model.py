@@ -149,3 +149,34 @@ def test_progress_bar_shows_time_tasks_and_overloaded_share():
     line = s.getvalue().strip()
     assert "15.0/60.0 min sim" in line and "1,234 tasks" in line and "overloaded 1.25%" in line
     assert "[######..................]  25%" in line
+
+
+def test_profile_window_profiles_only_that_window_and_ticks_carry_wall_time(tmp_path):
+    out = tmp_path / "prof"
+    cellctl(["run", str(SMOKE), "--out", str(out), "--quiet", "--no-report", "--set", "cell.nodes=40",
+             "--set", "run.duration_s=600", "--profile", "4:7"])
+    meta = json.loads((out / "profile.json").read_text())
+    assert (meta["from_s"], meta["to_s"]) == (240.0, 420.0)
+    assert meta["wall_s"] > 0 and meta["cpu_s"] > 0
+    import pstats
+    st = pstats.Stats(str(out / "profile.pstats"))
+    assert any(fn[2] == "_monitor" for fn in st.stats)          # the node agents ran in the window
+    assert "cumulative" in (out / "profile.txt").read_text()
+    wall = [float(r["wall_s"]) for r in rows(out / "ticks.csv")]
+    assert len(wall) >= 9 and all(b >= a for a, b in zip(wall, wall[1:]))
+    assert meta["wall_s"] <= wall[-1]
+
+
+@pytest.mark.parametrize("window, named", [("7:4", "FROM < TO"), ("x", "FROM:TO"), ("-1:3", "FROM < TO")])
+def test_a_bad_profile_window_is_refused(tmp_path, capsys, window, named):
+    with pytest.raises(SystemExit) as e:
+        cellctl(["run", str(SMOKE), "--out", str(tmp_path / "p"), "--quiet", f"--profile={window}"])
+    assert e.value.code == 2
+    assert named in capsys.readouterr().err and not (tmp_path / "p").exists()
+
+
+def test_profile_window_is_refused_for_the_megha_model_cell(tmp_path):
+    sc = load_scenario(REPO / "scenarios" / "megha-10k.toml", ["cell.nodes=60", "policy.san.enabled=false"])
+    with pytest.raises(errors.FailedPrecondition, match="--profile"):
+        run_scenario(sc, tmp_path / "m", progress=None, profile=(0.0, 60.0))
+    assert not (tmp_path / "m").exists()

@@ -51,7 +51,7 @@ def test_columns_are_the_documented_ones():
     assert ",".join(TICK_COLUMNS) == (
         "t_s,nodes,idle,overloaded,sta,ta,pa,da,used_cpu,used_mem,req_cpu,req_mem,tasks_running,tasks_pending,"
         "migrations_attempted,migrations_succeeded,migrations_refused,migrations_failed,bytes_moved,"
-        "alloc_p50_ms,alloc_p99_ms")
+        "alloc_p50_ms,alloc_p99_ms,wall_s")
     assert ",".join(MIGRATION_COLUMNS) == "t_s,vm,src,dst,outcome,forced,san_id,time_ms,downtime_ms,bytes"
     assert ",".join(ALLOCATION_COLUMNS) == (
         "task,user,frontend,arrival_s,start_s,host,framework_queue_ms,processing_ms,worker_queue_ms,"
@@ -276,3 +276,16 @@ def test_git_revision_marks_uncommitted_changes(tmp_path):
     assert rev is not None and len(rev) == 40 and int(rev, 16) >= 0
     (tmp_path / "f").write_text("b\n")
     assert git_revision(tmp_path) == f"{rev}-dirty"
+
+
+def test_a_folder_written_before_wall_s_still_loads(tmp_path):
+    """ticks.csv of runs made before the wall_s column (docs/results/real-3host) still read;
+    the missing trailing column reads as NaN; any other header mismatch is refused."""
+    old_cols = [c for c in TICK_COLUMNS if c != "wall_s"]
+    p = tmp_path / "ticks.csv"
+    p.write_text(",".join(old_cols) + "\n" + ",".join(["60", "3"] + ["1"] * (len(old_cols) - 2)) + "\n")
+    t = read_table(p, TickRow)
+    assert t["t_s"].tolist() == [60.0] and t["nodes"].tolist() == [3] and np.isnan(t["wall_s"]).all()
+    p.write_text(",".join(old_cols[1:]) + "\n")
+    with pytest.raises(FailedPrecondition, match="header"):
+        read_table(p, TickRow)
