@@ -85,6 +85,8 @@ class NodeAgent:
         self.incoming: dict[str, Reservation] = {}        # migration id -> reservation
         self.channels: dict[str, GuestChannel] = {}
         self.migrating: dict[str, str] = {}                # vm -> migration id (outgoing)
+        self.discarding: set[str] = set()                  # VMs whose failed start is being undone
+        self._undoing: set[str] = set()                    # ...and of those, the ones being removed right now
         self.records: list[pb.MigrationRecord] = []
         self._events: deque[pb.Event] = deque(maxlen=EVENT_BUFFER)
         self._subscribers: set[asyncio.Queue] = set()
@@ -274,6 +276,9 @@ class NodeAgent:
         async with self._lock:
             if spec.name in self.vms or any(r.spec.name == spec.name for r in self.incoming.values()):
                 raise errors.AlreadyExists(f"VM {spec.name!r} already exists on host {self.cfg.host}")
+            if spec.name in self.discarding:
+                raise errors.Unavailable(f"VM {spec.name!r}: a failed start of it on {self.cfg.host} is still being "
+                                         "undone; retry later")
             self._admit(spec)
             # until its first sample, count what the VM is expected to use
             self.vms[spec.name] = entry = VmEntry(spec=spec, state=DomState.PAUSED, reason="starting",
@@ -284,18 +289,34 @@ class NodeAgent:
             await self.hv.start(spec)
             st = await self._wait_guest(spec.name, self.cfg.boot_timeout_s)
         except BaseException:
+            # Undo: the caller (a broker, an LM) will place the VM elsewhere, so it must not
+            # survive here. Until the domain is gone, sampling must not adopt it back.
             self.vms.pop(spec.name, None)
-            await self._drop_channel(spec.name)
-            try:
-                await self.hv.stop(spec.name)
-            except errors.CellbedError:
-                pass
+            self.discarding.add(spec.name)
+            await self._discard(spec.name)
             raise
         entry.boot_to_workload_s = self.clock.monotonic() - t0
         entry.guest, entry.state, entry.reason = st, DomState.RUNNING, "booted"
         log.info("VM %s started on %s: boot-to-workload %.2f s", spec.name, self.cfg.host, entry.boot_to_workload_s)
         self.emit(pb.EVENT_KIND_VM_STARTED, spec.name, f"boot-to-workload {entry.boot_to_workload_s:.2f} s")
         return entry
+
+    async def _discard(self, name: str) -> bool:
+        """Remove the domain of a VM whose start failed; True once it is gone. On failure the
+        name stays in ``discarding`` and the next sample tries again."""
+        self._undoing.add(name)
+        try:
+            await self._drop_channel(name)
+            await self.hv.stop(name)
+        except errors.NotFound:
+            pass
+        except errors.CellbedError as e:
+            log.error("VM %s: undoing its failed start: %s (retried at the next sample)", name, e)
+            return False
+        finally:
+            self._undoing.discard(name)
+        self.discarding.discard(name)
+        return True
 
     async def stop_vm(self, name: str) -> None:
         e = self._get(name)
@@ -354,6 +375,8 @@ class NodeAgent:
             seen.add(d.name)
             e = self.vms.get(d.name)
             if e is None:
+                if d.name in self.discarding:
+                    continue          # a failed start being undone: never adopt it back
                 if d.incoming or d.state is DomState.SHUTOFF:
                     continue
                 if any(r.spec.name == d.name for r in self.incoming.values()):
@@ -370,6 +393,11 @@ class NodeAgent:
                 self.emit(pb.EVENT_KIND_VM_CRASHED, d.name, d.reason)
             if e.reason != "starting":
                 e.state, e.reason = d.state, d.reason
+        for name in [n for n in self.discarding if n not in self._undoing]:
+            if name not in seen:
+                self.discarding.discard(name)                 # its domain is gone
+            else:
+                await self._discard(name)
         for name in [n for n, e in self.vms.items() if n not in seen and not e.migrating_out
                      and e.reason != "starting"]:
             log.warning("VM %s vanished from libvirt", name)

@@ -228,6 +228,54 @@ async def test_stop_vm(node_with_vm):
     await raises(node_with_vm, errors.NotFound, "StopVm", pb.StopVmRequest(name="vm-a"))
 
 
+
+# --- a failed start is undone, and never adopted back ----------------------------------------
+# StartVm fails here because no guest answers within boot_timeout_s (1 s); the node then removes
+# the domain. A broker or LM places the VM elsewhere, so a sample that adopted the domain back
+# while it was being removed (or after a failed removal) would leave the VM running twice.
+
+async def test_a_sample_during_the_undo_of_a_failed_start_does_not_adopt_it(node):
+    import asyncio
+    stopping, release = asyncio.Event(), asyncio.Event()
+    plain_stop = node.hv.stop
+
+    async def slow_stop(name):
+        stopping.set()
+        await release.wait()
+        await plain_stop(name)
+    node.hv.stop = slow_stop
+    start = asyncio.create_task(node.agent.start_vm(VmSpec(name="vm-x", mem_mib=128, vcpus=1, cpu_load=0.1)))
+    await stopping.wait()                       # the domain exists and its removal is under way
+    assert "vm-x" in node.hv.domains
+    await node.agent.sample()
+    assert "vm-x" not in node.agent.vms
+    await raises(node, errors.Unavailable, "StartVm", pb.StartVmRequest(spec=vm_pb("vm-x")))
+    release.set()
+    with pytest.raises(errors.DeadlineExceeded):
+        await start
+    assert "vm-x" not in node.hv.domains and node.agent.discarding == set()
+    await node.agent.sample()
+    assert "vm-x" not in node.agent.vms
+
+
+async def test_a_failed_undo_is_retried_at_the_next_sample_and_never_adopted(node):
+    plain_stop, fails = node.hv.stop, [1]
+
+    async def flaky_stop(name):
+        if fails:
+            fails.pop()
+            raise errors.HypervisorError(f"virDomainDestroy {name}: transient failure")
+        await plain_stop(name)
+    node.hv.stop = flaky_stop
+    with pytest.raises(errors.DeadlineExceeded):
+        await node.agent.start_vm(VmSpec(name="vm-y", mem_mib=128, vcpus=1, cpu_load=0.1))
+    assert "vm-y" in node.hv.domains and node.agent.discarding == {"vm-y"}   # still there, marked
+    await node.agent.sample()
+    assert "vm-y" not in node.agent.vms and "vm-y" not in node.hv.domains
+    assert node.agent.discarding == set()
+    st = await host_state(node)
+    assert (st.vm_count, st.mem_alloc_mib) == (0, 0)
+
 # --- health and reflection ---------------------------------------------------------------
 
 async def test_health_serving_after_set_serving(node):
