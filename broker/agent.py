@@ -164,18 +164,25 @@ class BrokerAgent:
                 f"{len(cons)} constraint(s)): {len(pool)} matching of {examined} examined ({len(fresh)} fresh), "
                 f"none has room")
         refused = 0
+        load = tuple(used if used.any() else reqv)
         for pick in ranked:
             host = self.cache.hosts[pick.index]
+            # count the task on its node before launching: allocations running at the same time
+            # (a warm start places thousands at once) then see it, instead of all picking the
+            # same best node and being refused by it
+            added_at = self.cache.add_load(host, load, tuple(reqv), req.task.production)
             if req.launch:
                 try:
                     await self.transport.request(host, "NodeAgent/StartVm", pb.StartVmRequest(spec=req.spec),
                                                  timeout=150.0)
-                except (errors.FailedPrecondition, errors.Unavailable) as e:
+                except BaseException as e:
+                    self.cache.undo_load(host, load, tuple(reqv), req.task.production, added_at)
+                    if not isinstance(e, (errors.FailedPrecondition, errors.Unavailable)):
+                        raise
                     refused += 1
                     self.counters["allocation_refusals"] += 1
                     log.debug("%s: %s refused %s: %s", self.name, host, req.task.name, e)
                     continue
-            self.cache.add_load(host, tuple(used if used.any() else reqv), tuple(reqv), req.task.production)
             return mpb.AllocateTaskResponse(host=host, score=pick.score, scanned=scanned, refused=refused,
                                             broker=self.name)
         self.counters["allocations_failed"] += 1

@@ -94,14 +94,33 @@ class NodeCache:
         return True
 
     def add_load(self, host: str, used: tuple[float, float], requested: tuple[float, float],
-                 production: bool = False) -> None:
-        """Account a placement the broker just made, until the node's next report."""
+                 production: bool = False) -> float | None:
+        """Account a placement the broker is making, until the node's next report. Returns the
+        timestamp of the entry it was added to (for :meth:`undo_load`), None for unknown hosts."""
         i = self.index.get(host)
-        if i is not None:
-            self.used[i] += used
-            self.req[i] += requested
-            if production:
-                self.prod[i] += requested
+        if i is None:
+            return None
+        self.used[i] += used
+        self.req[i] += requested
+        if production:
+            self.prod[i] += requested
+        return float(self.ts[i])
+
+    def undo_load(self, host: str, used: tuple[float, float], requested: tuple[float, float],
+                  production: bool, added_at: float | None) -> bool:
+        """Take back an :meth:`add_load` whose placement failed, unless a newer report has
+        replaced the entry since (it never held the load then). True if taken back."""
+        i = self.index.get(host)
+        if i is None or added_at is None or float(self.ts[i]) != added_at:
+            return False
+        self.used[i] -= used
+        self.req[i] -= requested
+        if production:
+            self.prod[i] -= requested
+        np.maximum(self.used[i], 0.0, out=self.used[i])
+        np.maximum(self.req[i], 0.0, out=self.req[i])
+        np.maximum(self.prod[i], 0.0, out=self.prod[i])
+        return True
 
     def expire(self, now: float) -> list[str]:
         n = len(self.hosts)

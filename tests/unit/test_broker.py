@@ -84,3 +84,19 @@ def test_initial_limit_keeps_the_head_of_the_same_ranking():
     for limit in (1, 3, positive, positive + 2, n):
         head, _, _ = initial(np.arange(n), np.ones(n, bool), cap, req, used, task, BrokerParams(), limit=limit)
         assert head == full[:limit], limit
+
+
+def test_a_failed_launch_takes_its_load_back_unless_a_newer_report_replaced_the_entry():
+    c = NodeCache()
+    c.update(rep("a", 100.0, used=(0.2, 200.0), req=(0.3, 300.0), prod=(0.1, 100.0)))
+    i = c.index["a"]
+    at = c.add_load("a", (0.1, 50.0), (0.2, 100.0), production=True)
+    assert at == 100.0 and c.used[i].tolist() == pytest.approx([0.3, 250.0])
+    assert c.undo_load("a", (0.1, 50.0), (0.2, 100.0), True, at)
+    assert (c.used[i].tolist(), c.req[i].tolist(), c.prod[i].tolist()) == (
+        pytest.approx([0.2, 200.0]), pytest.approx([0.3, 300.0]), pytest.approx([0.1, 100.0]))
+    at = c.add_load("a", (0.1, 50.0), (0.2, 100.0))
+    c.update(rep("a", 160.0, used=(0.25, 210.0), req=(0.35, 310.0)))   # the node reported meanwhile
+    assert not c.undo_load("a", (0.1, 50.0), (0.2, 100.0), False, at)
+    assert c.used[i].tolist() == pytest.approx([0.25, 210.0])            # the report stands as measured
+    assert c.add_load("zz", (0.1, 1.0), (0.1, 1.0)) is None and not c.undo_load("zz", (0.1, 1.0), (0.1, 1.0), False, None)
