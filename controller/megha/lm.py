@@ -219,12 +219,17 @@ class LocalMaster:
     def _reply_state(self, h: int) -> mpb.LmState:
         return self.full_state() if self.params.piggyback_full else self.delta_state([h])
 
+    def publish_state(self) -> None:
+        """Send the full state of every partition to the GMs now (the periodic update, also used
+        by a model cell after filling nodes outside the GMs)."""
+        if self.role == ACTIVE:
+            self.transport.publish(state_topic(self.cell, self.lm), self.full_state())
+            self.counters["updates_published"] += 1
+
     async def _publisher(self) -> None:
         await self.clock.sleep(self.params.update_period_s * (zlib.crc32(self.instance.encode()) % 1000) / 1000.0)
         while True:
-            if self.role == ACTIVE:
-                self.transport.publish(state_topic(self.cell, self.lm), self.full_state())
-                self.counters["updates_published"] += 1
+            self.publish_state()
             await self.clock.sleep(self.params.update_period_s)
 
     # --- requests ------------------------------------------------------------------------------

@@ -171,6 +171,13 @@ class ModelCell:
             await self._build_megha()
             lm_of = {h: lm for lm, hs in self.lm_hosts.items() for h in hs}
             await asyncio.gather(*(self.lms[lm_of[h]].place_direct(t, h) for h, t in background))
+            if background:
+                # The GMs took their views at start, before this fill: without an update now they
+                # would place on an empty cell until each LM's first periodic update (up to
+                # update_period_s), and every LM would refuse their first requests as stale.
+                for a in self.lms.values():
+                    a.publish_state()
+                await self.clock.sleep(4 * (c.latency_s + c.jitter_s) + 1e-3)
         return self
 
     def _background(self, rng: np.random.Generator) -> list[tuple[str, mpb.MeghaTask]]:
@@ -296,16 +303,23 @@ class ModelCell:
                     await self.clock.sleep(sample_period_s)
             sampler = asyncio.create_task(sample())
 
-        async def one(task):
+        submitting: dict[str, Arrival] = {}      # arrivals whose submission has not returned yet
+        refused: list[Arrival] = []
+
+        async def one(a: Arrival):
             try:
-                await self.frontend.submit(task)
+                await self.frontend.submit(a.task)
             except errors.CellbedError as e:
                 rejected[type(e).__name__] += 1
+                refused.append(a)
+            finally:
+                submitting.pop(a.task.name, None)
         for a in arr:
             dt = t0 + a.time_s - self.clock.monotonic()
             if dt > 0:
                 await self.clock.sleep(dt)
-            t = asyncio.create_task(one(a.task))
+            submitting[a.task.name] = a
+            t = asyncio.create_task(one(a))
             bg.add(t)
             t.add_done_callback(bg.discard)
         end = (t0 + stop_at_s) if stop_at_s is not None else None
@@ -319,11 +333,23 @@ class ModelCell:
             await self.clock.sleep(min(1.0, max(1e-3, (end or deadline) - now)))
         if sampler is not None:
             sampler.cancel()
-        placed = {r.task for r in recs}
+        seen = {r.task for r in recs}
         out = list(recs)
         for name, user, arrival, attempts in self.frontend.unstarted():
-            if name not in placed:
+            if name not in seen:
+                seen.add(name)
                 out.append(pending(name, user, self.cfg.frontend, arrival, attempts))
+        # a run stopped while a submission was on its way: the front-end does not list the task
+        # yet, but it arrived, so it is pending too; a refused submission is "rejected"
+        for a in list(submitting.values()):
+            if a.task.name not in seen:
+                seen.add(a.task.name)
+                out.append(pending(a.task.name, a.task.user, self.cfg.frontend, epoch + a.time_s, 0))
+        for a in refused:
+            if a.task.name not in seen:
+                seen.add(a.task.name)
+                out.append(pending(a.task.name, a.task.user, self.cfg.frontend, epoch + a.time_s, 0,
+                                   outcome="rejected"))
         lm_counters: Counter = Counter()
         for a in self.lms.values():
             lm_counters.update(a.counters)
