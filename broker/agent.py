@@ -152,7 +152,10 @@ class BrokerAgent:
         fresh = self.rng.permutation(self.cache.fresh(self.clock.now()))
         extra = None
         if req.task.production:
-            extra = lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, self.params.max_util)  # noqa: E731
+            # once over the whole cache, then looked up per chunk: a production task often
+            # passes RUS on few nodes, so the scan covers most of the cache
+            rus = rus_ok(self.cache.prod, self.cache.cap, reqv, self.params.max_util)
+            extra = rus.__getitem__
         pool, examined = self.cache.first_matching(fresh, cons, self.params.initial_scan_limit, extra)
         ranked, scanned, _ = initial(pool, np.ones(len(pool), dtype=bool), self.cache.cap, self.cache.req,
                                      self.cache.used, reqv, self.params, limit=ALLOCATE_TRIES)

@@ -42,8 +42,12 @@ def _scores(name: str, load: np.ndarray, cap: np.ndarray, task: np.ndarray) -> n
 
 def rus_ok(prod: np.ndarray, cap: np.ndarray, task_req: np.ndarray, max_util: float) -> np.ndarray:
     """The RUS rule for a production task: the node's production requests plus the task's
-    stay within max_util of capacity."""
-    return np.all(prod + task_req <= max_util * cap + 1e-9, axis=1)
+    stay within max_util of capacity. Column by column: a reduction along the short resource
+    axis costs ~50x more than elementwise work on the columns (see policy.asr.row_stats)."""
+    ok = prod[:, 0] + task_req[0] <= max_util * cap[:, 0] + 1e-9
+    for r in range(1, prod.shape[1]):
+        ok &= prod[:, r] + task_req[r] <= max_util * cap[:, r] + 1e-9
+    return ok
 
 
 def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.ndarray, task_used: np.ndarray,
