@@ -334,7 +334,10 @@ class ModelCell:
         return t
 
     async def _ticker(self, ticks: list[Tick]) -> None:
-        while True:
+        """Every tick_s up to and including duration_s, then return. (The run waits for it to
+        return instead of cancelling it at duration_s: a tick due at that very instant would
+        otherwise be taken or lost depending on the order of same-time callbacks.)"""
+        while self.clock.monotonic() + self.p.tick_s <= self.p.duration_s + 1e-9:
             await self.clock.sleep(self.p.tick_s)
             for name in [n for n in self.remove_later if n not in self.live]:
                 if self.fabric.location.get(name) is None:
@@ -405,8 +408,7 @@ class ModelCell:
             ticker = await self._begin(ticks)
         if self.clock.monotonic() < self.p.duration_s:
             await self.clock.sleep(self.p.duration_s - self.clock.monotonic())
-        ticker.cancel()
-        await asyncio.gather(ticker, return_exceptions=True)
+        await ticker                     # takes the tick due at duration_s, if any, and returns
         # let in-flight negotiations and migrations settle, then check the books
         for s in self.sans.values():
             s.cfg = dataclasses.replace(s.cfg, enabled=False)

@@ -163,7 +163,7 @@ def test_profile_window_profiles_only_that_window_and_ticks_carry_wall_time(tmp_
     assert any(fn[2] == "_monitor" for fn in st.stats)          # the node agents ran in the window
     assert "cumulative" in (out / "profile.txt").read_text()
     wall = [float(r["wall_s"]) for r in rows(out / "ticks.csv")]
-    assert len(wall) >= 9 and all(b >= a for a, b in zip(wall, wall[1:]))
+    assert len(wall) == 10 and all(b >= a for a, b in zip(wall, wall[1:]))
     assert meta["wall_s"] <= wall[-1]
 
 
