@@ -458,13 +458,9 @@ def bench_sweep_size(args) -> str:
         lines.append(f"| {r['nodes']:,} | {r['frontend']} | "
                      + " | ".join(str(r[k]) if k in own else "–" for k in COUNTER_KEYS) + " |")
     lines.append("\n" + accounting_line(rows) + "\n")
-    if png:
-        lines.append(f"![allocation time vs cluster size]({os.path.basename(png)})\n")
-    lines.append(_box_line(rows) + "\n")
     cmd = (f"scripts/bench_megha.py sweep-size --sizes {args.sizes} --gms {args.gms} --lms {args.lms} "
            f"--duration-s {args.duration_s:g} --base-job-rate {args.base_job_rate:g} --seed {args.seed}")
-    lines.append(f"Regenerate (tables, CSV and plot; the Reading section below is kept): `.venv/bin/python {cmd}` "
-                 f"(CSV: megha-size.csv, one row per point with every percentile, part and counter).\n")
+    lines += _sweep_md_tail(rows, png, "allocation time vs cluster size", cmd, "megha-size.csv", "point")
     return "\n".join(lines) + reading
 
 
@@ -517,14 +513,19 @@ def bench_sweep_gmlm(args) -> str:
                  f"(refused requests) and by the LMs (refusals): {inconsistency_agreement(rows)}. requeued: tasks "
                  "sent back to the tail of their queue because nothing fitted in the GM's view.\n")
     lines.append(accounting_line(rows) + "\n")
-    if png:
-        lines.append(f"![allocation time vs GMs x LMs]({os.path.basename(png)})\n")
-    lines.append(_box_line(rows) + "\n")
     cmd = (f"scripts/bench_megha.py sweep-gmlm --nodes {args.nodes} --gms {args.gms} --lms {args.lms} "
            f"--job-rate {args.job_rate:g} --duration-s {args.duration_s:g} --seed {args.seed}")
-    lines.append(f"Regenerate (tables, CSV and plot; the Reading section below is kept): `.venv/bin/python {cmd}` "
-                 f"(CSV: megha-gmlm.csv, one row per configuration with every percentile, part and counter).\n")
+    lines += _sweep_md_tail(rows, png, "allocation time vs GMs x LMs", cmd, "megha-gmlm.csv", "configuration")
     return "\n".join(lines) + reading
+
+
+def _sweep_md_tail(rows: list[dict], png: str, alt: str, cmd: str, csv_name: str, row_is: str) -> list[str]:
+    """The end of a sweep's markdown: plot, box line, how to regenerate."""
+    out = [f"![{alt}]({os.path.basename(png)})\n"] if png else []
+    out.append(_box_line(rows) + "\n")
+    out.append(f"Regenerate (tables, CSV and plot; the Reading section below is kept): `.venv/bin/python {cmd}` "
+               f"(CSV: {csv_name}, one row per {row_is} with every percentile, part and counter).\n")
+    return out
 
 
 # --- grpc: sustained placement rate -----------------------------------------------------------------------
