@@ -10,12 +10,12 @@ import logging
 
 import numpy as np
 
-from cellbed import errors, wire
-from cellbed.masb.decisions import DecisionLog
-from cellbed.rpc import handles_errors
+from cellbed.domain import errors, wire
+from cellbed.runtime.decisions import DecisionLog
+from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import masb_pb2 as mpb, masb_pb2_grpc as mpbg, node_pb2 as pb
 from cellbed.broker.cache import NodeCache
-from cellbed.broker.select import BrokerParams, candidates, initial, rus_ok
+from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, rus_ok
 
 log = logging.getLogger(__name__)
 ALLOCATE_TRIES = 3

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cellbed import wire
+from cellbed.domain import wire
 from cellbed.v1 import masb_pb2 as mpb
-from cellbed.workload.events import Constraint, ConstraintOp
+from cellbed.domain.constraints import Constraint, ConstraintOp
 
 
 class NodeCache:

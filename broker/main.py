@@ -5,12 +5,12 @@ import dataclasses
 import logging
 import tomllib
 
-from cellbed import rpc
+from cellbed.runtime import rpc
 from cellbed.broker.agent import BrokerAgent, BrokerServicer
-from cellbed.broker.select import BrokerParams
-from cellbed.daemon.peers import PeerDirectory
-from cellbed.errors import InvalidArgument, check_range
-from cellbed.masb.decisions import DecisionLog
+from cellbed.policy.masb.broker_select import BrokerParams
+from cellbed.runtime.peers import PeerDirectory
+from cellbed.domain.errors import InvalidArgument, check_range
+from cellbed.runtime.decisions import DecisionLog
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import masb_pb2, masb_pb2_grpc

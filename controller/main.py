@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 
-from cellbed import rpc
+from cellbed.runtime import rpc
 from cellbed.controller.megha.config import ControllerConfig
 from cellbed.controller.megha.gm import GlobalMaster, GlobalMasterServicer
 from cellbed.controller.megha.lm import LocalMaster, LocalMasterServicer
@@ -60,7 +60,7 @@ class Controller:
         names = set(cfg.gms) | {i for lm in cfg.lms for i in lm.instances}
         unknown = sorted((only or set()) - names)
         if unknown:
-            from cellbed.errors import InvalidArgument
+            from cellbed.domain.errors import InvalidArgument
             raise InvalidArgument(f"--only {', '.join(unknown)}: not in the config; agents are {', '.join(sorted(names))}")
         self.only = only or names
         self.book = dict(cfg.agents)
@@ -79,7 +79,7 @@ class Controller:
         return t
 
     async def _model(self):
-        from cellbed.model.hypervisor import ModelFabric
+        from cellbed.daemon.hv_model import ModelFabric
         from cellbed.model.node import model_config, model_host
         from cellbed.runtime.transport import InProcNetwork
         m = self.cfg.model
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--log-level", default=os.environ.get("CELLBED_LOG", "INFO"))
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from cellbed.errors import CellbedError
+    from cellbed.domain.errors import CellbedError
     try:
         cfg = ControllerConfig.load(args.config)
         if args.check:

@@ -18,18 +18,18 @@ from typing import AsyncIterator
 import psutil
 from google.protobuf import json_format
 
-from cellbed import errors
-from cellbed.cgroups import HostCgroup
-from cellbed import wire
+from cellbed.domain import errors
+from cellbed.runtime.cgroups import HostCgroup
+from cellbed.domain import wire
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.guest_channel import GuestChannel, GuestChannelError, GuestStatus
-from cellbed.daemon.hypervisor import (REAL_VM_LIMITS, DomState, Hypervisor, JobProgress, MigrationOptions,
+from cellbed.domain.vm import (REAL_VM_LIMITS, DomState, Hypervisor, JobProgress, MigrationOptions,
                                        VmSpec)
-from cellbed.daemon.peers import PeerDirectory
-from cellbed.policy.asr import node_class
+from cellbed.runtime.peers import PeerDirectory
+from cellbed.policy.scores.asr import node_class
 from cellbed.runtime.clock import RealClock
 from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
-from cellbed.workload.events import constraints_match
+from cellbed.domain.constraints import constraints_match
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ import dataclasses
 import json
 import tomllib
 
-from cellbed.errors import InvalidArgument, check_range
+from cellbed.domain.errors import InvalidArgument, check_range
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import math
 import os
 from xml.sax.saxutils import escape
 
-from cellbed.daemon.hypervisor import VmSpec
+from cellbed.domain.vm import VmSpec
 
 METADATA_NS = "urn:cellbed:vm:1"
 METADATA_PREFIX = "cb"

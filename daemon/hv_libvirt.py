@@ -20,11 +20,11 @@ from typing import Any, Callable
 import libvirt
 import libvirtaio
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.daemon import domxml
-from cellbed.daemon.hypervisor import (DomainSample, DomState, JobProgress, MigrationOptions,
+from cellbed.domain.vm import (DomainSample, DomState, JobProgress, MigrationOptions,
                                        MigrationStats, ProgressCallback, VmSpec)
-from cellbed.daemon.migration_policy import Action, needs_postcopy_flag, next_action
+from cellbed.policy.migration.timeout import Action, needs_postcopy_flag, next_action
 
 log = logging.getLogger(__name__)
 

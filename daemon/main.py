@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import os
 
-from cellbed import rpc
+from cellbed.runtime import rpc
 from cellbed.daemon.agent import NodeAgent
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.domxml import GuestImage
@@ -12,7 +12,7 @@ from cellbed.daemon.servicer import NodeAgentServicer
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.runtime.rng import agent_rng
-from cellbed.telemetry import MqttPublisher
+from cellbed.runtime.telemetry import MqttPublisher
 from cellbed.v1 import masb_pb2, masb_pb2_grpc, node_pb2, node_pb2_grpc
 
 log = logging.getLogger("cellbed.node")

@@ -5,7 +5,7 @@ migration through NodeAgent.migrate. It also answers other agents' SAN requests.
 Transport, clock and RNG are injected: on a real cell the transport is gRPC + MQTT and each
 SAN ends in a libvirt live migration; on a model cell the same code runs in-process in
 virtual time on the model backend. Policy (overload, scs, accept, choose) is pure and lives
-in cellbed.masb; this module is the mechanism: who to ask, windows, retries, bookkeeping.
+in cellbed.policy.masb; this module is the mechanism: who to ask, windows, retries, bookkeeping.
 """
 from __future__ import annotations
 
@@ -19,18 +19,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from cellbed import errors, wire
+from cellbed.domain import errors, wire
 from cellbed.daemon.agent import NodeAgent, spec_from_pb, spec_pb
-from cellbed.daemon.hypervisor import DomState, MigrationOptions, TimeoutPolicy
-from cellbed.errors import InvalidArgument, check_range
-from cellbed.masb import accept, overload
-from cellbed.masb.choose import Acceptor, order_targets
-from cellbed.masb.decisions import DecisionLog
-from cellbed.masb.scs import Candidate, TabuParams, tabu_select
-from cellbed.model.cost import PrecopyParams, precopy
-from cellbed.policy import SCORES
-from cellbed.policy.asr import node_class
-from cellbed.rpc import handles_errors
+from cellbed.domain.vm import DomState, MigrationOptions, TimeoutPolicy
+from cellbed.domain.errors import InvalidArgument, check_range
+from cellbed.policy.masb import accept, overload
+from cellbed.policy.masb.choose import Acceptor, order_targets
+from cellbed.runtime.decisions import DecisionLog
+from cellbed.policy.masb.scs import Candidate, TabuParams, tabu_select
+from cellbed.policy.migration.cost import PrecopyParams, precopy
+from cellbed.policy.scores import SCORES
+from cellbed.policy.scores.asr import node_class
+from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, masb_pb2_grpc as mpbg, node_pb2 as pb
 from cellbed.broker.agent import report_topic
 
@@ -149,7 +149,7 @@ class SanAgent:
                                                timeout_policy=TimeoutPolicy.ABORT)
         self.on_migration = None                        # hook: fn(record) (model-cell metrics)
         self.cpu_stats: dict[str, list[float]] = {}     # vm -> [n, mean, M2] of sampled CPU (GPA)
-        from cellbed.policy.gpa import GpaParams
+        from cellbed.policy.scores.gpa import GpaParams
         self.gpa_params = GpaParams(rho=cfg.gpa_rho, min_samples=cfg.gpa_min_samples, max_util=cfg.max_util)
         self.on_refused = None                          # hook: fn(neg, host, forced, detail): step 5 refused
 

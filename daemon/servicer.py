@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 
 from cellbed.daemon.agent import NodeAgent, VmEntry, spec_from_pb, spec_pb
-from cellbed.daemon.hypervisor import DomState, MigrationOptions, TimeoutPolicy
-from cellbed.errors import InvalidArgument
-from cellbed.rpc import handles_errors
+from cellbed.domain.vm import DomState, MigrationOptions, TimeoutPolicy
+from cellbed.domain.errors import InvalidArgument
+from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import node_pb2 as pb, node_pb2_grpc as pbg
 
 _STATE = {DomState.RUNNING: pb.VM_STATE_RUNNING, DomState.PAUSED: pb.VM_STATE_PAUSED,

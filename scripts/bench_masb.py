@@ -26,7 +26,7 @@ def pct(xs, q):
 
 
 def bench_candidates(args) -> str:
-    from cellbed import wire
+    from cellbed.domain import wire
     from cellbed.broker.agent import BrokerAgent
     from cellbed.runtime.clock import RealClock
     from cellbed.v1 import masb_pb2 as mpb
@@ -48,7 +48,7 @@ def bench_candidates(args) -> str:
     for i in range(args.n):
         cons = []
         if r.random() < 0.5:
-            from cellbed.workload.events import Constraint, ConstraintOp
+            from cellbed.domain.constraints import Constraint, ConstraintOp
             cons = [Constraint(names[r.randrange(8)], ConstraintOp.EQUAL, 1)]
         task = mpb.TaskInfo(name=f"t{i}", used=wire.resources(r.uniform(0.1, 2), r.uniform(100, 4000)),
                             requested=wire.resources(1, 1000), constraints=wire.constraints_pb(cons))
@@ -63,7 +63,7 @@ def bench_candidates(args) -> str:
 
 
 def bench_scs(args) -> str:
-    from cellbed.masb.scs import Candidate, brute_force, greedy_by_size, tabu_select
+    from cellbed.policy.masb.scs import Candidate, brute_force, greedy_by_size, tabu_select
     r = random.Random(7)
     lat, evals = [], []
     for k in range(args.n):
@@ -114,7 +114,7 @@ def bench_model(args) -> str:
 async def _realcell(args) -> str:
     import tempfile
     from cellbed.cell import cell as cellmod
-    from cellbed.client import NodeClient
+    from cellbed.runtime.client import NodeClient
     from cellbed.runtime.clock import RealClock
     from cellbed.runtime.grpc_transport import GrpcTransport
     from cellbed.v1 import masb_pb2 as mpb, node_pb2 as pb

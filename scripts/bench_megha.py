@@ -54,8 +54,8 @@ def write(out_dir: str, name: str, text: str) -> str:
 
 # --- match --------------------------------------------------------------------------------------------
 def bench_match(args) -> str:
-    from cellbed.controller.megha.match import HostBits, PartitionBits, match_partition
-    from cellbed.workload.events import Constraint, ConstraintOp
+    from cellbed.policy.megha.match import HostBits, PartitionBits, match_partition
+    from cellbed.domain.constraints import Constraint, ConstraintOp
     rng = np.random.default_rng(1)
     n = 1000
     # every attribute on 97% of nodes: 0.97^21 = 53% of nodes satisfy all 21 constraints
@@ -536,7 +536,7 @@ def _free_port() -> int:
 
 
 def bench_grpc(args) -> str:
-    from cellbed import wire
+    from cellbed.domain import wire
     from cellbed.runtime.clock import RealClock
     from cellbed.runtime.grpc_transport import GrpcTransport
     from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb

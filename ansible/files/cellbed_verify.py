@@ -20,7 +20,7 @@ import grpc
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cellbed.client import NodeClient
+from cellbed.runtime.client import NodeClient
 from cellbed.v1 import node_pb2 as pb
 
 SERVICE = "cellbed.v1.NodeAgent"

@@ -19,11 +19,11 @@ import sys
 import time
 import uuid
 
-from cellbed import errors
-from cellbed.accel import probe
+from cellbed.domain import errors
+from cellbed.cell.accel import probe
 from cellbed.cell import procs
 from cellbed.cell import ssh as sshmod
-from cellbed.cgroups import HostCgroup, remove_empty_parents
+from cellbed.runtime.cgroups import HostCgroup, remove_empty_parents
 from cellbed.daemon.config import NodeConfig, to_toml
 
 log = logging.getLogger(__name__)

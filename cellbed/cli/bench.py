@@ -7,7 +7,7 @@ import itertools
 import os
 import statistics
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.cli.main import OUTCOME_NAMES, emit, migrate, msg_dict, table
 from cellbed.v1 import node_pb2 as pb
 

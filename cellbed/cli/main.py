@@ -10,9 +10,9 @@ import sys
 
 from google.protobuf import json_format
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.cell import cell as cellmod
-from cellbed.client import NodeClient
+from cellbed.runtime.client import NodeClient
 from cellbed.cli.masb_cmd import ASR_NAMES
 from cellbed.v1 import node_pb2 as pb
 

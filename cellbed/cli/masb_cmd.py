@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb

@@ -10,11 +10,11 @@ import math
 import os
 import re
 
-from cellbed import errors, wire
+from cellbed.domain import errors, wire
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
-from cellbed.workload.events import Constraint, ConstraintOp
+from cellbed.domain.constraints import Constraint, ConstraintOp
 
 STATE = {v: k.replace("TASK_STATE_", "") for k, v in mpb.TaskState.items()}
 ROLE = {v: k.replace("LM_ROLE_", "").lower() for k, v in mpb.LmRole.items()}

@@ -16,7 +16,7 @@ import pstats
 import time
 from pathlib import Path
 
-from cellbed.errors import InvalidArgument
+from cellbed.domain.errors import InvalidArgument
 
 
 def parse_window(text: str) -> tuple[float, float]:

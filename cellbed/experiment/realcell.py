@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from cellbed import errors
-from cellbed.daemon.hypervisor import max_wss_mib
+from cellbed.domain import errors
+from cellbed.domain.vm import max_wss_mib
 from cellbed.experiment.results import AllocationRow, MigrationRow, ResultsWriter, TickRow
 from cellbed.experiment.scenario import Scenario
 
@@ -262,7 +262,7 @@ class _Run:
 
     # -- main -------------------------------------------------------------------------------------------
     async def main(self) -> dict[str, Any]:
-        from cellbed.client import NodeClient
+        from cellbed.runtime.client import NodeClient
         from cellbed.runtime.clock import RealClock
         from cellbed.runtime.grpc_transport import GrpcTransport
         self.clients = {h: NodeClient(t, h) for h, t in self.hosts.items()}
@@ -400,7 +400,7 @@ class _Run:
             await self._stop(vm)
 
     async def _place_broker(self, vm: _Vm) -> str:
-        from cellbed import wire
+        from cellbed.domain import wire
         from cellbed.v1 import masb_pb2 as mpb
         s = vm.spec
         task = mpb.TaskInfo(name=vm.name, requested=wire.resources(vm.req_cores, vm.mem),
@@ -508,7 +508,7 @@ class _Run:
                 self.spawn(self._place(vm))
 
     async def _tick(self, t_s: float | None = None, final: bool = False) -> None:
-        from cellbed.policy.asr import AsrClass, classify
+        from cellbed.policy.scores.asr import AsrClass, classify
         from cellbed.v1 import masb_pb2 as mpb, node_pb2 as pb
         if t_s is None:
             t_s = self.sc.run.duration_s

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from cellbed.errors import FailedPrecondition, InvalidArgument
+from cellbed.domain.errors import FailedPrecondition, InvalidArgument
 from cellbed.experiment.results import Run, load_run
 
 __all__ = ["ALLOC_COLUMNS", "OVERLOAD_THRESHOLD", "PARTS", "Summary", "asr_shares", "summarize", "write_report"]

@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from cellbed.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from cellbed.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 
 __all__ = [
     "ALLOCATION_COLUMNS",

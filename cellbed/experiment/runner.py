@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Iterator, TextIO
 
 import numpy as np
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.experiment.results import (AllocationRow, MigrationRow, ResultsWriter, TickRow, build_manifest,
                                         git_revision, runtime_versions)
 from cellbed.experiment.scenario import Scenario
@@ -217,10 +217,10 @@ BROKERS = 3
 
 def model_cell_params(sc: Scenario):
     """The ModelCellParams of a masb/bestfit model-cell scenario (every knob from the scenario)."""
-    from cellbed.broker.select import BrokerParams
+    from cellbed.policy.masb.broker_select import BrokerParams
     from cellbed.daemon.san import SanConfig
     from cellbed.model.cell import ModelCellParams
-    from cellbed.policy.gpa import GpaParams
+    from cellbed.policy.scores.gpa import GpaParams
 
     p, s = sc.policy, sc.policy.san
     if p.fit == "gpa" and (p.gpa_rho != GpaParams.rho or p.gpa_min_samples != GpaParams.min_samples):
@@ -412,7 +412,7 @@ class ModelMeghaDriver:
 
     def _tasks(self, users: tuple[str, ...]):
         """(warm, arrivals): MeghaTasks from the scenario's stream."""
-        from cellbed import wire
+        from cellbed.domain import wire
         from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
         from cellbed.workload import events as ev
 
@@ -443,7 +443,7 @@ class ModelMeghaDriver:
         return warm, arr
 
     def run(self, w: ResultsWriter, progress: Progress) -> dict[str, Any]:
-        from cellbed.policy.asr import AsrClass, classify
+        from cellbed.policy.scores.asr import AsrClass, classify
         from cellbed.runtime import run_virtual
 
         mc, sc = self.mc, self.sc
@@ -549,8 +549,8 @@ class ModelMeghaDriver:
         hosts = cell.hosts
         free = np.array([[h.agent.cfg.cpu_cores, h.agent.cfg.mem_mib] for h in hosts], dtype=float)
         attrs = [cell.attributes[h.name] for h in hosts]
-        from cellbed.workload.events import constraints_match
-        from cellbed import wire
+        from cellbed.domain.constraints import constraints_match
+        from cellbed.domain import wire
         lm_of = {h: lm for lm, hs in cell.lm_hosts.items() for h in hs}
         by_host = {wk.host: wk for wk in cell.workers}
         dropped = 0

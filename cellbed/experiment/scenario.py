@@ -11,7 +11,7 @@ A scenario has four tables::
 
 Every key has a default (the papers' value where there is one; ``[RECON]`` where
 there is none), a unit in its name or doc, and a validator.  Bad values and
-unknown keys raise :class:`cellbed.errors.InvalidArgument` naming the dotted key
+unknown keys raise :class:`cellbed.domain.errors.InvalidArgument` naming the dotted key
 and what is allowed.  ``--set key=value`` overrides go through the same checks.
 
 Public API::
@@ -50,8 +50,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from cellbed.errors import InvalidArgument, NotFound
-from cellbed.policy import DEFAULT_BANDS, SCORES, SiasParams, SrasParams
+from cellbed.domain.errors import InvalidArgument, NotFound
+from cellbed.policy.scores import DEFAULT_BANDS, SCORES, SiasParams, SrasParams
 from cellbed.workload import GeneratorConfig, TraceOptions
 
 __all__ = [

@@ -22,15 +22,15 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from cellbed import errors, wire
+from cellbed.domain import errors, wire
 from cellbed.broker.agent import BrokerAgent, BrokerServicer
-from cellbed.broker.select import BrokerParams
-from cellbed.daemon.hypervisor import VmSpec
+from cellbed.policy.masb.broker_select import BrokerParams
+from cellbed.domain.vm import VmSpec
 from cellbed.daemon.san import SanAgent, SanConfig, SanServicer
-from cellbed.model.cost import PrecopyParams
-from cellbed.model.hypervisor import ModelFabric
+from cellbed.policy.migration.cost import PrecopyParams
+from cellbed.daemon.hv_model import ModelFabric
 from cellbed.model.node import ModelHost, model_config, model_host
-from cellbed.policy.asr import AsrClass, classify
+from cellbed.policy.scores.asr import AsrClass, classify
 from cellbed.runtime.clock import VirtualClock
 from cellbed.runtime.rng import agent_rng
 from cellbed.runtime.transport import InProcNetwork

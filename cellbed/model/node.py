@@ -8,7 +8,7 @@ import dataclasses
 from cellbed.daemon.agent import NodeAgent
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.servicer import NodeAgentServicer
-from cellbed.model.hypervisor import ModelFabric
+from cellbed.daemon.hv_model import ModelFabric
 from cellbed.runtime.transport import InProcNetwork
 
 

@@ -15,7 +15,7 @@ import aiomqtt
 import grpc
 from google.protobuf import descriptor_pool, message_factory
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.runtime.transport import Subscriber, error_for
 
 log = logging.getLogger(__name__)

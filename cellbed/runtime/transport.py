@@ -9,7 +9,7 @@ An agent calls::
 and serves its RPCs with the very servicer classes that gRPC serves (methods
 ``async def Method(self, request, context)`` decorated with ``rpc.handles_errors``).
 Messages are protobuf messages on both transports. Errors come back as the project's
-own hierarchy (``cellbed.errors``), whatever carried them.
+own hierarchy (``cellbed.domain.errors``), whatever carried them.
 
 This module holds the interface and the in-process implementation used by model cells;
 the gRPC + MQTT implementation is in ``grpc_transport``.
@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 import grpc
 
-from cellbed import errors
+from cellbed.domain import errors
 
 Handler = Callable[[Any], Awaitable[Any]]
 Subscriber = Callable[[str, Any], None]

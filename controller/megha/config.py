@@ -42,10 +42,10 @@ import dataclasses
 import tomllib
 from typing import Any
 
-from cellbed.controller.megha.fairness import QueueConfig
+from cellbed.policy.megha.fairness import QueueConfig
 from cellbed.controller.megha.params import GmParams, LmParams
-from cellbed.daemon.hypervisor import NAME_RE
-from cellbed.errors import InvalidArgument, check_range
+from cellbed.domain.vm import NAME_RE
+from cellbed.domain.errors import InvalidArgument, check_range
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from cellbed import errors, wire
+from cellbed.domain import errors, wire
 from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
 from cellbed.controller.megha.gm import QUEUED, STARTING, GlobalMaster
 from cellbed.controller.megha.lm import task_request, vm_spec

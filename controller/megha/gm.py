@@ -24,17 +24,17 @@ import logging
 import math
 from collections import Counter
 
-from cellbed import errors, wire
-from cellbed.controller.megha import fairness
+from cellbed.domain import errors, wire
+from cellbed.policy.megha import fairness
 from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
 from cellbed.controller.megha.lm import state_topic, task_request
 from cellbed.controller.megha.params import CostModel, GmParams
 from cellbed.controller.megha.queues import QueueStore, UserQueues
-from cellbed.controller.megha.view import View
-from cellbed.daemon.hypervisor import NAME_RE
-from cellbed.rpc import handles_errors
+from cellbed.policy.megha.view import View
+from cellbed.domain.vm import NAME_RE
+from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg
-from cellbed.workload.events import Constraint
+from cellbed.domain.constraints import Constraint
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ import math
 import zlib
 from collections import Counter
 
-from cellbed import errors, wire
-from cellbed.controller.megha.cluster import EXTERNAL, INTERNAL, ClusterState, LmTask, Refusal
+from cellbed.domain import errors, wire
+from cellbed.policy.megha.validation import EXTERNAL, INTERNAL, ClusterState, LmTask, Refusal
 from cellbed.controller.megha.params import CostModel, LmParams
-from cellbed.rpc import handles_errors
+from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg, node_pb2 as npb
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ from collections import Counter
 
 import numpy as np
 
-from cellbed import errors, wire
+from cellbed.domain import errors, wire
 from cellbed.controller.megha.alloc import AllocationRecord, pending, summarize
-from cellbed.controller.megha.fairness import QueueConfig, dominant_share
+from cellbed.policy.megha.fairness import QueueConfig, dominant_share
 from cellbed.controller.megha.frontend import FRONTEND_NAMES, MeghaFrontend, SamplingFrontend
 from cellbed.controller.megha.gm import GlobalMaster, GlobalMasterServicer
 from cellbed.controller.megha.lm import ACTIVE, LocalMaster, LocalMasterServicer
@@ -31,8 +31,8 @@ from cellbed.controller.megha.sampling import (LocalTransport, SamplingScheduler
                                                SamplingWorker, SamplingWorkerServicer)
 from cellbed.controller.megha.workload import Arrival, ArrivalConfig, arrivals, node_attributes
 from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
-from cellbed.errors import InvalidArgument, check_range
-from cellbed.model.hypervisor import ModelFabric
+from cellbed.domain.errors import InvalidArgument, check_range
+from cellbed.daemon.hv_model import ModelFabric
 from cellbed.model.node import ModelHost, model_config, model_host
 from cellbed.runtime.clock import VirtualClock, run_virtual
 from cellbed.runtime.transport import InProcNetwork

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from cellbed.errors import check_range
+from cellbed.domain.errors import check_range
 
 
 @dataclasses.dataclass(frozen=True)

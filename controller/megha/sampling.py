@@ -24,12 +24,12 @@ from collections import Counter
 
 import numpy as np
 
-from cellbed import errors, wire
+from cellbed.domain import errors, wire
 from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
 from cellbed.controller.megha.lm import task_request, vm_spec
-from cellbed.controller.megha.match import EPS, HostBits
+from cellbed.policy.megha.match import EPS, HostBits
 from cellbed.controller.megha.params import CostModel
-from cellbed.rpc import handles_errors
+from cellbed.runtime.rpc import handles_errors
 from cellbed.runtime.transport import _InProcContext
 from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg, node_pb2 as npb
 

@@ -4,13 +4,13 @@ candidate, failing migrations, expiry of nodes that stop reporting, bad input.""
 
 import pytest
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.broker.agent import BrokerAgent, BrokerServicer
-from cellbed.broker.select import BrokerParams
+from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.daemon.agent import spec_pb
-from cellbed.daemon.hypervisor import VmSpec
+from cellbed.domain.vm import VmSpec
 from cellbed.daemon.san import SanAgent, SanConfig, SanServicer
-from cellbed.model.hypervisor import ModelFabric
+from cellbed.daemon.hv_model import ModelFabric
 from cellbed.model.node import model_config, model_host
 from cellbed.runtime import InProcNetwork, VirtualClock, run_virtual
 from cellbed.runtime.rng import agent_rng

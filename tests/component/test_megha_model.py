@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cellbed import errors, wire
+from cellbed.domain import errors, wire
 from cellbed.controller.megha.gm import GlobalMaster, GlobalMasterServicer
 from cellbed.controller.megha.lm import ACTIVE, STANDBY
 from cellbed.controller.megha.modelcell import ModelCell, ModelCellConfig, simulate
@@ -19,7 +19,7 @@ from cellbed.controller.megha.params import GmParams, LmParams
 from cellbed.controller.megha.workload import ArrivalConfig, arrivals
 from cellbed.runtime.clock import run_virtual
 from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
-from cellbed.workload.events import Constraint, ConstraintOp, constraints_match
+from cellbed.domain.constraints import Constraint, ConstraintOp, constraints_match
 
 QUEUED, STARTING, RUNNING = mpb.TASK_STATE_QUEUED, mpb.TASK_STATE_STARTING, mpb.TASK_STATE_RUNNING
 

@@ -11,11 +11,12 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from cellbed import errors, rpc
-from cellbed.client import NodeClient
+from cellbed.domain import errors
+from cellbed.runtime import rpc
+from cellbed.runtime.client import NodeClient
 from cellbed.daemon.agent import NodeAgent
 from cellbed.daemon.config import NodeConfig
-from cellbed.daemon.hypervisor import DomainSample, DomState, MigrationOptions, MigrationStats, VmSpec
+from cellbed.domain.vm import DomainSample, DomState, MigrationOptions, MigrationStats, VmSpec
 from cellbed.daemon.servicer import NodeAgentServicer
 from cellbed.v1 import node_pb2 as pb, node_pb2_grpc
 
@@ -26,7 +27,7 @@ CAP_CPU, CAP_MEM = 2.0, 1024
 
 
 class FakeHypervisor:
-    """Implements cellbed.daemon.hypervisor.Hypervisor in memory; records every call."""
+    """Implements cellbed.domain.vm.Hypervisor in memory; records every call."""
 
     accel = "tcg"
 

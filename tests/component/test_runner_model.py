@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run, load_scenario
 from cellbed.experiment.runner import Progress, driver_for, run_scenario

@@ -17,11 +17,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cellbed.accel import probe
+from cellbed.cell.accel import probe
 from cellbed.cell import cell as cellmod
 from cellbed.cell.ssh import inventory as make_inventory, inventory_yaml
-from cellbed.cgroups import HostCgroup
-from cellbed.client import NodeClient
+from cellbed.runtime.cgroups import HostCgroup
+from cellbed.runtime.client import NodeClient
 from cellbed.v1 import node_pb2 as pb
 from tests.conftest import wait_until
 from tests.integration.conftest import REPO, _can_run_cells

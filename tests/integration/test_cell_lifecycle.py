@@ -5,11 +5,11 @@ import subprocess
 
 import pytest
 
-from cellbed.accel import probe
+from cellbed.cell.accel import probe
 from cellbed.cell import cell as cellmod
 from cellbed.cell import procs
-from cellbed.cgroups import HostCgroup
-from cellbed.client import NodeClient
+from cellbed.runtime.cgroups import HostCgroup
+from cellbed.runtime.client import NodeClient
 from cellbed.v1 import node_pb2 as pb
 
 pytestmark = pytest.mark.integration

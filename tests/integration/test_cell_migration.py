@@ -8,9 +8,9 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from cellbed import errors
-from cellbed.cgroups import HostCgroup
-from cellbed.client import NodeClient
+from cellbed.domain import errors
+from cellbed.runtime.cgroups import HostCgroup
+from cellbed.runtime.client import NodeClient
 from cellbed.v1 import node_pb2 as pb
 from tests.conftest import wait_until
 from tests.integration.conftest import host_pids, virsh_names

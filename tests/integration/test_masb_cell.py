@@ -5,7 +5,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cellbed.client import NodeClient
+from cellbed.runtime.client import NodeClient
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, node_pb2 as pb
@@ -93,7 +93,7 @@ async def test_broker_cache_is_fed_by_node_reports(masb_cell):
 
 
 async def test_bad_san_messages_are_invalid_argument(masb_cell):
-    from cellbed import errors
+    from cellbed.domain import errors
     with pytest.raises(errors.InvalidArgument, match="task.name"):
         await san_request(masb_cell, "h2", "San/RequestTaskMigration",
                           mpb.TaskMigrationRequest(san_id="x", src_host="h1", task=mpb.TaskInfo()))

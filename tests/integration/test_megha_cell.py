@@ -21,12 +21,12 @@ import time
 
 import pytest
 
-from cellbed import errors, wire
+from cellbed.domain import errors, wire
 from cellbed.cell import cell as cellmod
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
-from cellbed.workload.events import Constraint, ConstraintOp, constraints_match
+from cellbed.domain.constraints import Constraint, ConstraintOp, constraints_match
 from tests.conftest import wait_until
 from tests.integration.conftest import _can_run_cells
 

@@ -1,4 +1,4 @@
-"""Accelerator choice (cellbed/accel.py): KVM only where the CPU really offers vmx/svm and
+"""Accelerator choice (cellbed/cell/accel.py): KVM only where the CPU really offers vmx/svm and
 /dev/kvm is not the kvm_pvm software hypervisor. Fake /proc/cpuinfo, /dev/kvm and
 /sys/module in tmp_path."""
 
@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from cellbed.accel import probe
-from cellbed.errors import FailedPrecondition, InvalidArgument
+from cellbed.cell.accel import probe
+from cellbed.domain.errors import FailedPrecondition, InvalidArgument
 
 INTEL = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov vmx ssse3 sse4_1 sse4_2 avx"
 AMD = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov svm sse4a avx"

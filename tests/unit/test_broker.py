@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from cellbed import wire
+from cellbed.domain import wire
 from cellbed.broker.cache import NodeCache
-from cellbed.broker.select import BrokerParams, candidates, initial, rus_ok
+from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, rus_ok
 from cellbed.v1 import masb_pb2 as mpb
-from cellbed.workload.events import Constraint, ConstraintOp
+from cellbed.domain.constraints import Constraint, ConstraintOp
 
 
 def rep(host, ts, used=(0.5, 500.0), cap=(1.0, 1000.0), attrs=None, req=(0.5, 500.0), prod=(0.0, 0.0)):

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cellbed.cell.cell import CellPlan, Recorder
-from cellbed.errors import InvalidArgument
+from cellbed.domain.errors import InvalidArgument
 
 IFNAMSIZ = 16  # Linux interface names: at most 15 bytes plus the NUL
 

@@ -15,7 +15,7 @@ from cellbed.daemon.domxml import (
     GuestImage,
     domain_xml,
 )
-from cellbed.daemon.hypervisor import VmSpec
+from cellbed.domain.vm import VmSpec
 
 IMAGE = GuestImage(kernel="/srv/guest/vmlinuz", initrd="/srv/guest/initrd.img")
 LAYOUT = DomainLayout(channel_dir="/run/cb/channel", console_dir="/run/cb/console")

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from cellbed.cli.main import main as cellctl
-from cellbed.errors import InvalidArgument
+from cellbed.domain.errors import InvalidArgument
 from cellbed.experiment.report import summarize, write_report
 from cellbed.experiment.results import (
     AllocationRow,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cellbed.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from cellbed.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from cellbed.experiment.results import (
     ALLOCATION_COLUMNS,
     MIGRATION_COLUMNS,

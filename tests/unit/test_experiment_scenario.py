@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from cellbed.errors import InvalidArgument, NotFound
+from cellbed.domain.errors import InvalidArgument, NotFound
 from cellbed.experiment.scenario import (
     FRONTENDS,
     Scenario,
@@ -15,7 +15,7 @@ from cellbed.experiment.scenario import (
     parse_scenario,
     schema_docs,
 )
-from cellbed.policy import SCORES
+from cellbed.policy.scores import SCORES
 from cellbed.workload import GeneratorConfig, TraceOptions
 
 # ---------------------------------------------------------------------------

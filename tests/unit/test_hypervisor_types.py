@@ -8,13 +8,13 @@ import math
 
 import pytest
 
-from cellbed.daemon.hypervisor import (
+from cellbed.domain.vm import (
     MigrationOptions,
     TimeoutPolicy,
     VmSpec,
     max_wss_mib,
 )
-from cellbed.errors import InvalidArgument
+from cellbed.domain.errors import InvalidArgument
 
 NAN = float("nan")
 

@@ -4,9 +4,9 @@ import random
 import numpy as np
 import pytest
 
-from cellbed.masb import accept, overload
-from cellbed.masb.choose import Acceptor, order_targets
-from cellbed.workload.events import Constraint, ConstraintOp
+from cellbed.policy.masb import accept, overload
+from cellbed.policy.masb.choose import Acceptor, order_targets
+from cellbed.domain.constraints import Constraint, ConstraintOp
 
 T = accept.TargetState("h2", (1.0, 1000.0), (0.5, 400.0), (0.1, 100.0), (0.3, 200.0), {"ssd": 1})
 

@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from cellbed.masb.scs import Candidate, TabuParams, brute_force, greedy_by_size, tabu_select
-from cellbed.policy import sras
+from cellbed.policy.masb.scs import Candidate, TabuParams, brute_force, greedy_by_size, tabu_select
+from cellbed.policy.scores import sras
 
 
 def instance(n: int, r: random.Random):

@@ -8,15 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from cellbed.controller.megha import fairness
+from cellbed.policy.megha import fairness
 from cellbed.controller.megha.alloc import AllocClock, percentiles, record, summarize
-from cellbed.controller.megha.cluster import EXTERNAL, INTERNAL, PREEMPTION, ClusterState, LmTask, Refusal, blocks
-from cellbed.controller.megha.match import HostBits, PartitionBits, first_fit, match_partition
+from cellbed.policy.megha.validation import EXTERNAL, INTERNAL, PREEMPTION, ClusterState, LmTask, Refusal, blocks
+from cellbed.policy.megha.match import HostBits, PartitionBits, first_fit, match_partition
 from cellbed.controller.megha.queues import FileQueueStore, MemoryQueueStore, UserQueues
-from cellbed.controller.megha.view import View
+from cellbed.policy.megha.view import View
 from cellbed.controller.megha.workload import ArrivalConfig, arrivals
 from cellbed.v1 import megha_pb2 as mpb
-from cellbed.workload.events import Constraint, ConstraintOp
+from cellbed.domain.constraints import Constraint, ConstraintOp
 
 EQ, NE = ConstraintOp.EQUAL, ConstraintOp.NOT_EQUAL
 A0, A1 = Constraint("a0", EQ, 1), Constraint("a1", EQ, 1)

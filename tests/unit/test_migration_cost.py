@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from cellbed.model.cost import PrecopyParams, calibrate, precopy, records_from_csv
+from cellbed.policy.migration.cost import PrecopyParams, calibrate, precopy, records_from_csv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,12 +1,12 @@
-"""Decisions taken while a live migration runs (daemon/migration_policy.py): the
+"""Decisions taken while a live migration runs (cellbed/policy/migration/timeout.py): the
 post-copy switch and the completion-timeout policies (DESIGN §6)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cellbed.daemon.hypervisor import JobProgress, MigrationOptions, TimeoutPolicy
-from cellbed.daemon.migration_policy import (
+from cellbed.domain.vm import JobProgress, MigrationOptions, TimeoutPolicy
+from cellbed.policy.migration.timeout import (
     POSTCOPY_AFTER_ITERATION,
     Action,
     needs_postcopy_flag,

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from cellbed.daemon.config import NodeConfig, to_toml
-from cellbed.errors import InvalidArgument
+from cellbed.domain.errors import InvalidArgument
 
 FULL = NodeConfig(
     host="h2", address="10.231.0.12", grpc_port=50051, libvirt_uri="qemu:///system",

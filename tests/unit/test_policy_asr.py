@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cellbed.policy import AsrBands, AsrClass, AsrCounts, asr, asr_counts, classify, node_class
+from cellbed.policy.scores import AsrBands, AsrClass, AsrCounts, asr, asr_counts, classify, node_class
 
 IDLE, OVER, STA, TA, PA, DA = (
     AsrClass.IDLE,

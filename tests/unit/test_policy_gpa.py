@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from cellbed.policy import (
+from cellbed.policy.scores import (
     FIT_PARAMS,
     FIT_TESTS,
     Demand,

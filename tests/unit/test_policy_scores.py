@@ -17,7 +17,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cellbed.policy import (
+from cellbed.policy.scores import (
     GAIN_TIE_BREAK,
     SCORE_PARAMS,
     SCORES,

@@ -3,11 +3,11 @@ import asyncio
 
 import pytest
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.runtime import InProcNetwork, VirtualClock, agent_rng, run_virtual
 from cellbed.runtime.clock import VirtualTimeDeadlock
 from cellbed.runtime.transport import error_for, topic_matches
-from cellbed.rpc import handles_errors
+from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import node_pb2 as pb
 
 

@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from cellbed.workload.events import AttrValue, Constraint
+from cellbed.domain.constraints import AttrValue, Constraint
 
 # Resource comparisons tolerate float noise from sums of many requests (cores, MiB).
 EPS = 1e-9

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from cellbed.policy.asr import require_number
+from cellbed.policy.scores.asr import require_number
 
 __all__ = ["DEFAULT_SUM_FIT", "Demand", "SumFitParams", "fits_within", "sum_fit", "sum_projection"]
 

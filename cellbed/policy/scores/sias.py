@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from cellbed.policy.asr import as_node_mask, as_pct_matrix, require_number, row_stats, utilisation_pct
+from cellbed.policy.scores.asr import as_node_mask, as_pct_matrix, require_number, row_stats, utilisation_pct
 
 __all__ = ["DEFAULT_SIAS", "SiasParams", "allocation_score", "sias", "sias_from_load", "validate_shape_params"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from cellbed.v1 import common_pb2 as cpb
-from cellbed.workload.events import AttrValue, Constraint, ConstraintOp
+from cellbed.domain.constraints import AttrValue, Constraint, ConstraintOp
 
 
 def _value_pb(v: AttrValue) -> tuple[str, bool]:
@@ -28,7 +28,7 @@ def constraint_pb(c: Constraint) -> cpb.Constraint:
 
 
 def constraint_from_pb(p: cpb.Constraint) -> Constraint:
-    from cellbed.errors import InvalidArgument
+    from cellbed.domain.errors import InvalidArgument
     if not p.attribute:
         raise InvalidArgument("constraint.attribute must be set")
     if p.op == cpb.CONSTRAINT_OP_UNSPECIFIED or p.op - 1 not in ConstraintOp._value2member_map_:

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cellbed.policy import SCORES
+from cellbed.policy.scores import SCORES
 
 
 @dataclasses.dataclass(frozen=True)

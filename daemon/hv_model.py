@@ -14,11 +14,11 @@ import dataclasses
 import math
 import random
 
-from cellbed import errors
+from cellbed.domain import errors
 from cellbed.daemon.guest_channel import FaultReport, GuestStatus, IntegrityReport
-from cellbed.daemon.hypervisor import (MODEL_LIMITS, DomainSample, DomState, MigrationOptions, MigrationStats,
+from cellbed.domain.vm import (MODEL_LIMITS, DomainSample, DomState, MigrationOptions, MigrationStats,
                                        VmSpec)
-from cellbed.model.cost import MIB, PrecopyParams, precopy
+from cellbed.policy.migration.cost import MIB, PrecopyParams, precopy
 
 
 @dataclasses.dataclass

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import os
 
-from cellbed.errors import NotFound
+from cellbed.domain.errors import NotFound
 
 
 @dataclasses.dataclass(frozen=True)

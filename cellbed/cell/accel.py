@@ -21,7 +21,7 @@ def probe(requested: str = "auto", *, cpuinfo_path: str = "/proc/cpuinfo",
           kvm_dev: str = "/dev/kvm", sys_module: str = "/sys/module") -> AccelChoice:
     """Return the accelerator to use for *requested* in {"auto", "kvm", "tcg"}."""
     if requested not in ("auto", "kvm", "tcg"):
-        from cellbed.errors import InvalidArgument
+        from cellbed.domain.errors import InvalidArgument
         raise InvalidArgument(f"accel={requested!r}: allowed auto, kvm, tcg")
     if requested == "tcg":
         return AccelChoice("tcg", "requested tcg")
@@ -46,6 +46,6 @@ def probe(requested: str = "auto", *, cpuinfo_path: str = "/proc/cpuinfo",
     if not dev:
         why.append("no /dev/kvm")
     if requested == "kvm":
-        from cellbed.errors import FailedPrecondition
+        from cellbed.domain.errors import FailedPrecondition
         raise FailedPrecondition("accel=kvm requested but KVM is unusable: " + "; ".join(why))
     return AccelChoice("tcg", "fell back to TCG: " + "; ".join(why))

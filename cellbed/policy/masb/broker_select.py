@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from cellbed.policy import SCORES
+from cellbed.policy.scores import SCORES
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from cellbed import errors
+from cellbed.domain import errors
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from typing import Mapping
 
 import numpy as np
 
-from cellbed.policy.fit import Demand
-from cellbed.policy.gpa import GpaParams, gpa_projection
-from cellbed.workload.events import AttrValue, Constraint
+from cellbed.policy.scores.fit import Demand
+from cellbed.policy.scores.gpa import GpaParams, gpa_projection
+from cellbed.domain.constraints import AttrValue, Constraint
 
 CAPACITY, CONSTRAINTS, RUS, OVERLOADED, SAME_HOST, NO_ANSWER, GPA = (
     "capacity", "constraints", "rus", "overloaded", "same_host", "no_answer", "gpa")

@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from cellbed.policy import SCORES
+from cellbed.policy.scores import SCORES
 
 
 @dataclasses.dataclass(frozen=True)

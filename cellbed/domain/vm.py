@@ -12,8 +12,8 @@ import math
 import re
 from typing import Awaitable, Callable, Protocol
 
-from cellbed.errors import InvalidArgument, check_range
-from cellbed.workload.events import Constraint, ConstraintOp
+from cellbed.domain.errors import InvalidArgument, check_range
+from cellbed.domain.constraints import Constraint, ConstraintOp
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 

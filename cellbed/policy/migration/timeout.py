@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from cellbed.daemon.hypervisor import JobProgress, MigrationOptions, TimeoutPolicy
+from cellbed.domain.vm import JobProgress, MigrationOptions, TimeoutPolicy
 
 # Switch to post-copy once the first full pre-copy pass is done (iteration 2 has begun):
 # the destination then already holds most pages and post-copy faults are few.

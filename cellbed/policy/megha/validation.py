@@ -18,8 +18,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from cellbed.controller.megha.match import EPS, HostBits
-from cellbed.workload.events import AttrValue, Constraint
+from cellbed.policy.megha.match import EPS, HostBits
+from cellbed.domain.constraints import AttrValue, Constraint
 
 INTERNAL, EXTERNAL, PREEMPTION = "internal", "external", "preemption"
 

@@ -15,8 +15,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from cellbed.controller.megha.match import EPS, HostBits, PartitionBits, match_partition
-from cellbed.workload.events import AttrValue, Constraint
+from cellbed.policy.megha.match import EPS, HostBits, PartitionBits, match_partition
+from cellbed.domain.constraints import AttrValue, Constraint
 
 
 @dataclasses.dataclass

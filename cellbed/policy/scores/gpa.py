@@ -38,8 +38,8 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from cellbed.policy.asr import require_number
-from cellbed.policy.fit import Demand, fits_within, sum_projection
+from cellbed.policy.scores.asr import require_number
+from cellbed.policy.scores.fit import Demand, fits_within, sum_projection
 
 __all__ = ["DEFAULT_GPA", "GpaParams", "gpa_fit", "gpa_projection"]
 

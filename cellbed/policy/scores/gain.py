@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from cellbed.policy.asr import utilisation_pct
-from cellbed.policy.sias import sias
-from cellbed.policy.sras import sras
+from cellbed.policy.scores.asr import utilisation_pct
+from cellbed.policy.scores.sias import sias
+from cellbed.policy.scores.sras import sras
 
 __all__ = [
     "gain",
@@ -85,7 +85,7 @@ def gain_of(score: Score) -> Callable[..., float | NDArray[np.float64]]:
 
     name = getattr(score, "__name__", "score")
     score_gain.__name__ = score_gain.__qualname__ = f"{name}_gain"
-    score_gain.__doc__ = f"max(0, {name}(p_after) − {name}(p_before)); see cellbed.policy.gain.gain."
+    score_gain.__doc__ = f"max(0, {name}(p_after) − {name}(p_before)); see cellbed.policy.scores.gain.gain."
     return score_gain
 
 

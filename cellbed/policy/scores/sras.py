@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from cellbed.policy.asr import utilisation_pct
-from cellbed.policy.sias import allocation_score, validate_shape_params
+from cellbed.policy.scores.asr import utilisation_pct
+from cellbed.policy.scores.sias import allocation_score, validate_shape_params
 
 __all__ = ["DEFAULT_SRAS", "SrasParams", "sras", "sras_from_load"]
 

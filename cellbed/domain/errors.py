@@ -1,6 +1,6 @@
 """One error hierarchy for Cellbed; libvirt and gRPC errors map onto it in one place each.
 
-Each error carries the gRPC status code it surfaces as (see cellbed.rpc.status_for).
+Each error carries the gRPC status code it surfaces as (see cellbed.runtime.rpc.status_for).
 """
 from __future__ import annotations
 

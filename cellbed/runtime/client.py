@@ -1,10 +1,10 @@
 """Client side of the NodeAgent service, with a deadline on every call; errors come back
-as the project's own hierarchy (cellbed.rpc.from_rpc_error)."""
+as the project's own hierarchy (cellbed.runtime.rpc.from_rpc_error)."""
 from __future__ import annotations
 
 import grpc
 
-from cellbed import rpc
+from cellbed.runtime import rpc
 from cellbed.v1 import node_pb2 as pb, node_pb2_grpc as pbg
 
 
