@@ -27,6 +27,16 @@ class Clock(Protocol):
 
     def call_later(self, seconds: float, fn: Callable[[], Any]) -> asyncio.TimerHandle: ...
 
+    async def charge(self, op: str, n: int = 0) -> None:
+        """The processing time of decision *op* over *n* items. A real clock charges nothing (the
+        work took its real time); a model cell's clock advances by what its cost model says,
+        as a single-threaded server is busy while it computes. Agents call this where they
+        compute, and never ask which clock they have."""
+
+
+CostFn = Callable[[str, int], float]
+"""(op, n) -> seconds: a model cell's processing-cost model (see VirtualClock)."""
+
 
 class RealClock:
     def now(self) -> float:
@@ -40,6 +50,9 @@ class RealClock:
 
     def call_later(self, seconds: float, fn: Callable[[], Any]) -> asyncio.TimerHandle:
         return asyncio.get_running_loop().call_later(seconds, fn)
+
+    async def charge(self, op: str, n: int = 0) -> None:
+        return None
 
 
 class VirtualTimeDeadlock(RuntimeError):
@@ -95,10 +108,12 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 class VirtualClock:
-    """The clock of a model cell: reads the running VirtualTimeLoop."""
+    """The clock of a model cell: reads the running VirtualTimeLoop. *cost* (op, n) -> seconds is
+    the cell's processing-cost model, charged by :meth:`charge`; None charges nothing."""
 
-    def __init__(self, epoch_unix_s: float = 1_700_000_000.0) -> None:
+    def __init__(self, epoch_unix_s: float = 1_700_000_000.0, cost: CostFn | None = None) -> None:
         self.epoch = epoch_unix_s
+        self.cost = cost
 
     @staticmethod
     def _loop() -> asyncio.AbstractEventLoop:
@@ -115,6 +130,11 @@ class VirtualClock:
 
     def call_later(self, seconds: float, fn: Callable[[], Any]) -> asyncio.TimerHandle:
         return self._loop().call_later(seconds, fn)
+
+    async def charge(self, op: str, n: int = 0) -> None:
+        seconds = self.cost(op, n) if self.cost is not None else 0.0
+        if seconds > 0:
+            await asyncio.sleep(seconds)
 
 
 def run_virtual(main: Coroutine[Any, Any, T], start: float = 0.0) -> T:

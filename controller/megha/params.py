@@ -26,6 +26,18 @@ class CostModel:
     def gm_match_s(self, scanned: int) -> float:
         return self.gm_match_base_s + self.gm_match_per_node_s * scanned
 
+    def seconds(self, op: str, n: int = 0) -> float:
+        """The clock's cost function (cellbed.runtime.clock.CostFn): *op* over *n* items."""
+        if op == "gm_match":
+            return self.gm_match_s(n)
+        if op == "gm_preempt":
+            return self.gm_match_base_s
+        if op == "lm_validate":
+            return self.lm_validate_s
+        if op == "sampling_decision":
+            return self.sampling_decision_s
+        raise KeyError(f"cost model: unknown operation {op!r}")
+
 
 @dataclasses.dataclass(frozen=True)
 class LmParams:
