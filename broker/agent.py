@@ -11,8 +11,11 @@ import logging
 import numpy as np
 
 from cellbed.domain import errors, wire
+from cellbed.domain.topics import report_topic
+from cellbed.runtime.clock import Clock
 from cellbed.runtime.decisions import DecisionLog
 from cellbed.runtime.rpc import handles_errors
+from cellbed.runtime.transport import Transport
 from cellbed.v1 import masb_pb2 as mpb, masb_pb2_grpc as mpbg, node_pb2 as pb
 from cellbed.broker.cache import NodeCache
 from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, rus_ok
@@ -20,10 +23,6 @@ from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial,
 log = logging.getLogger(__name__)
 ALLOCATE_TRIES = 3
 """AllocateTask launches on the best node, then on the next ones if they refuse, up to this many."""
-
-
-def report_topic(cell: str, host: str = "+") -> str:
-    return f"cellbed/{cell}/masb/report/{host}"
 
 
 def task_vectors(t: mpb.TaskInfo) -> tuple[np.ndarray, np.ndarray]:
@@ -36,9 +35,12 @@ def task_vectors(t: mpb.TaskInfo) -> tuple[np.ndarray, np.ndarray]:
 
 
 class BrokerAgent:
-    def __init__(self, name: str, transport, clock, seed: int = 0, params: BrokerParams = BrokerParams(),
-                 peers: list[str] | None = None, cell: str = "cell", sync_period_s: float = 30.0,
-                 decisions: DecisionLog | None = None) -> None:
+    """Built by :func:`cellbed.assembly.build_broker`. *rng* is the broker's own numpy stream
+    (shuffles and score-weighted sampling)."""
+
+    def __init__(self, name: str, transport: Transport, clock: Clock, rng: np.random.Generator,
+                 params: BrokerParams = BrokerParams(), peers: list[str] | None = None, cell: str = "cell",
+                 sync_period_s: float = 30.0, decisions: DecisionLog | None = None) -> None:
         self.name = name
         self.transport = transport
         self.clock = clock
@@ -47,7 +49,7 @@ class BrokerAgent:
         self.cell = cell
         self.sync_period_s = sync_period_s
         self.cache = NodeCache(params.node_expiry_s)
-        self.rng = np.random.default_rng(np.random.SeedSequence([seed, *name.encode()]))
+        self.rng = rng
         self.counters: collections.Counter = collections.Counter()
         self.decisions = decisions or DecisionLog(clock=clock, who=name)
         self._tasks: list[asyncio.Task] = []

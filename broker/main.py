@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import tomllib
 
-from cellbed.runtime import rpc
-from cellbed.broker.agent import BrokerAgent, BrokerServicer
+from cellbed import assembly
+from cellbed.domain.config import check_keys, dataclass_from, field_names, load_toml
+from cellbed.domain.errors import check_range
 from cellbed.policy.masb.broker_select import BrokerParams
-from cellbed.runtime.peers import PeerDirectory
-from cellbed.domain.errors import InvalidArgument, check_range
-from cellbed.runtime.decisions import DecisionLog
+from cellbed.runtime import rpc
 from cellbed.runtime.clock import RealClock
+from cellbed.runtime.decisions import DecisionLog
 from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.runtime.peers import PeerDirectory
 from cellbed.v1 import masb_pb2, masb_pb2_grpc
 
 log = logging.getLogger("cellbed.broker")
@@ -36,23 +36,14 @@ class BrokerConfig:
 
     @classmethod
     def load(cls, path: str) -> "BrokerConfig":
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        known = {f.name for f in dataclasses.fields(cls)}
-        bad = sorted(set(data) - known)
-        if bad:
-            raise InvalidArgument(f"{path}: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
-        cfg = cls(**data)
+        cfg = dataclass_from(cls, load_toml(path), path)
         check_range("grpc_port", cfg.grpc_port, 0, 65535)
         check_range("sync_period_s", cfg.sync_period_s, 0.01, 86400, "s")
         cfg.broker_params()
         return cfg
 
     def broker_params(self) -> BrokerParams:
-        known = {f.name for f in dataclasses.fields(BrokerParams)}
-        bad = sorted(set(self.params) - known)
-        if bad:
-            raise InvalidArgument(f"params: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
+        check_keys(self.params, field_names(BrokerParams), "params")
         p = BrokerParams(**self.params)
         check_range("params.candidate_count", p.candidate_count, 1, 10_000)
         check_range("params.realloc_scan_limit", p.realloc_scan_limit, 1, 10_000_000)
@@ -70,11 +61,12 @@ async def serve(cfg: BrokerConfig) -> None:
     hosts = PeerDirectory(cfg.peers_file)
     transport = GrpcTransport(lambda n: peers.get(n) or hosts.get(n).target, clock, cfg.mqtt_host, cfg.mqtt_port,
                               name=cfg.name)
-    agent = BrokerAgent(cfg.name, transport, clock, seed=cfg.seed, params=cfg.broker_params(), peers=list(peers),
-                        cell=cfg.cell, sync_period_s=cfg.sync_period_s,
-                        decisions=DecisionLog(cfg.decision_log, clock=clock, who=cfg.name))
+    env = assembly.real_env(clock, lambda name: transport, seed=cfg.seed)
+    agent, servicer = assembly.build_broker(env, cfg.name, params=cfg.broker_params(), peers=list(peers),
+                                            cell=cfg.cell, sync_period_s=cfg.sync_period_s,
+                                            decisions=DecisionLog(cfg.decision_log, clock=clock, who=cfg.name))
     server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}", [
-        (masb_pb2_grpc.add_BrokerAgentServicer_to_server, BrokerServicer(agent), SERVICE)])
+        (masb_pb2_grpc.add_BrokerAgentServicer_to_server, servicer, SERVICE)])
     await server.start()
     await agent.start(subscribe=bool(cfg.mqtt_host))
     await rpc.set_serving(health, [SERVICE])

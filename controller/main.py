@@ -16,11 +16,13 @@ import logging
 import os
 import signal
 
-from cellbed.runtime import rpc
+from cellbed import assembly
 from cellbed.controller.megha.config import ControllerConfig
-from cellbed.controller.megha.gm import GlobalMaster, GlobalMasterServicer
-from cellbed.controller.megha.lm import LocalMaster, LocalMasterServicer
+from cellbed.controller.megha.gm import GlobalMaster
+from cellbed.controller.megha.lm import LocalMaster
 from cellbed.controller.megha.queues import FileQueueStore
+from cellbed.domain.errors import CellbedError, InvalidArgument
+from cellbed.runtime import rpc
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import megha_pb2, megha_pb2_grpc
@@ -60,12 +62,12 @@ class Controller:
         names = set(cfg.gms) | {i for lm in cfg.lms for i in lm.instances}
         unknown = sorted((only or set()) - names)
         if unknown:
-            from cellbed.domain.errors import InvalidArgument
             raise InvalidArgument(f"--only {', '.join(unknown)}: not in the config; agents are {', '.join(sorted(names))}")
         self.only = only or names
         self.book = dict(cfg.agents)
         self.book.update(cfg.hosts)
         self.clock = RealClock()
+        self.env = assembly.real_env(self.clock, self._grpc)
         self.gms: dict[str, GlobalMaster] = {}
         self.lms: dict[str, LocalMaster] = {}
         self.servers: list = []
@@ -79,16 +81,12 @@ class Controller:
         return t
 
     async def _model(self):
-        from cellbed.daemon.hv_model import ModelFabric
-        from cellbed.model.node import model_config, model_host
-        from cellbed.runtime.transport import InProcNetwork
         m = self.cfg.model
-        net = InProcNetwork(self.clock)
-        fabric = ModelFabric(self.clock)
-        self.model_hosts = await asyncio.gather(*(model_host(net, fabric, model_config(
+        env = assembly.model_env(0, clock=self.clock)
+        self.model_hosts = await asyncio.gather(*(assembly.model_host(env, assembly.model_config(
             h, m.cpu_cores, m.mem_mib, m.attributes_of(i), monitor_period_s=3600.0, admission="requested"))
             for i, h in enumerate(m.names())))
-        return net, set(m.names())
+        return env.net, set(m.names())
 
     async def _serve(self, name: str, add, servicer, service: str):
         address = self.book[name]
@@ -108,20 +106,21 @@ class Controller:
         for lm, i, inst in lm_insts:
             remote = self._grpc(inst)
             transport = RoutingTransport(remote, local[0].transport(inst), local[1]) if local else remote
-            a = LocalMaster(lm.name, inst, transport, self.clock, hosts=list(lm.hosts), gms=list(cfg.gms),
-                            standby=i > 0, peer=(lm.instances[1 - i] if len(lm.instances) > 1 else ""), cell=cfg.cell,
-                            params=cfg.lm_params)
+            a, servicer = assembly.build_lm(
+                self.env, lm.name, inst, hosts=list(lm.hosts), gms=list(cfg.gms), standby=i > 0,
+                peer=(lm.instances[1 - i] if len(lm.instances) > 1 else ""), cell=cfg.cell, params=cfg.lm_params,
+                transport=transport)
             self.lms[inst] = a
-            await self._serve(inst, megha_pb2_grpc.add_LocalMasterServicer_to_server, LocalMasterServicer(a), LM_SERVICE)
+            await self._serve(inst, megha_pb2_grpc.add_LocalMasterServicer_to_server, servicer, LM_SERVICE)
         gm_names = [g for g in cfg.gms if g in self.only]
         if gm_names:
             self.store = FileQueueStore(os.path.join(cfg.state_dir, "queues"), fsync=cfg.queue_fsync)
         for g in gm_names:
-            a = GlobalMaster(g, self._grpc(g), self.clock, lms=cfg.lm_instances(), queues=list(cfg.queues),
-                             store=self.store, cell=cfg.cell, params=cfg.gm_params,
-                             known_attributes=cfg.known_attributes)
+            a, servicer = assembly.build_gm(self.env, g, lms=cfg.lm_instances(), queues=list(cfg.queues),
+                                            store=self.store, cell=cfg.cell, params=cfg.gm_params,
+                                            known_attributes=cfg.known_attributes)
             self.gms[g] = a
-            await self._serve(g, megha_pb2_grpc.add_GlobalMasterServicer_to_server, GlobalMasterServicer(a), GM_SERVICE)
+            await self._serve(g, megha_pb2_grpc.add_GlobalMasterServicer_to_server, servicer, GM_SERVICE)
         await asyncio.gather(*(a.start() for a in self.lms.values()))
         await asyncio.gather(*(a.start(subscribe=bool(cfg.mqtt_host)) for a in self.gms.values()))
         for name, _, health, service in self.servers:
@@ -164,7 +163,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--log-level", default=os.environ.get("CELLBED_LOG", "INFO"))
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from cellbed.domain.errors import CellbedError
     try:
         cfg = ControllerConfig.load(args.config)
         if args.check:

@@ -13,7 +13,7 @@ import math
 import os
 import uuid
 from collections import deque
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import psutil
 from google.protobuf import json_format
@@ -27,7 +27,9 @@ from cellbed.domain.vm import (REAL_VM_LIMITS, DomState, Hypervisor, JobProgress
                                        VmSpec)
 from cellbed.runtime.peers import PeerDirectory
 from cellbed.policy.scores.asr import node_class
-from cellbed.runtime.clock import RealClock
+from cellbed.runtime.clock import Clock
+from cellbed.runtime.transport import Transport
+from cellbed.daemon.host_view import HostView
 from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
 from cellbed.domain.constraints import constraints_match
 
@@ -70,19 +72,22 @@ class Verification:
 
 
 class NodeAgent:
-    def __init__(self, cfg: NodeConfig, backend: Hypervisor, clock=None, transport=None) -> None:
+    """Built by :func:`cellbed.assembly.build_node`: clock, transport and backend come from the
+    Env (wall clock, gRPC and libvirt on a real cell; virtual time, in-process and model backend
+    on a model cell). Agents in the same process see the host through :meth:`view` and change it
+    only through this class's methods."""
+
+    def __init__(self, cfg: NodeConfig, backend: Hypervisor, clock: Clock, transport: Transport) -> None:
         self.cfg = cfg
         self.hv = backend
         self.limits = getattr(backend, "limits", REAL_VM_LIMITS)
-        self.clock = clock or RealClock()
+        self.clock = clock
         self.peers = PeerDirectory(cfg.peers_file)
-        if transport is None:   # a real cell: gRPC to the peers named in the peers file
-            from cellbed.runtime.grpc_transport import GrpcTransport
-            transport = GrpcTransport(lambda name: self.peers.get(name).target, self.clock, name=cfg.host)
         self.transport = transport
-        self.sample_listeners: list = []                   # called after every periodic sample
+        self._sample_listeners: list = []                  # called after every periodic sample
         self.vms: dict[str, VmEntry] = {}
         self.incoming: dict[str, Reservation] = {}        # migration id -> reservation
+        self._view = HostView(cfg, self.vms, self.incoming)
         self.channels: dict[str, GuestChannel] = {}
         self.migrating: dict[str, str] = {}                # vm -> migration id (outgoing)
         self.discarding: set[str] = set()                  # VMs whose failed start is being undone
@@ -205,24 +210,33 @@ class NodeAgent:
                 raise errors.DeadlineExceeded(f"guest {name} did not answer within {timeout_s:.0f} s: {last_err}")
             await self.clock.sleep(0.2)
 
-    # --- capacity -----------------------------------------------------------------------
-    def _allocated(self) -> tuple[int, float]:
-        mem = sum(e.spec.mem_mib for e in self.vms.values())
-        cpu = sum(e.spec.requested_cpu for e in self.vms.values())
-        for r in self.incoming.values():
-            mem += r.spec.mem_mib
-            cpu += r.spec.requested_cpu
-        return mem, cpu
+    # --- the host as other agents see it ------------------------------------------------
+    def view(self) -> HostView:
+        """The read-only view of this host (live: it follows every change)."""
+        return self._view
+
+    def allocated(self) -> tuple[float, int]:
+        """(CPU cores, memory MiB) requested here, incoming reservations included."""
+        return self._view.allocated()
 
     def used(self) -> tuple[float, float]:
-        """(CPU cores, memory MiB) used: measured use of the VMs here (incl. those leaving)
-        plus the use of every VM on its way in (DESIGN §7: counted on both ends)."""
-        cpu = sum(e.cpu_used_cores for e in self.vms.values())
-        mem = sum(e.rss_mib for e in self.vms.values())
-        for r in self.incoming.values():
-            cpu += r.cpu_used
-            mem += r.mem_used
-        return cpu, mem
+        """(CPU cores, memory MiB) used here, incoming VMs' use included (DESIGN §7)."""
+        return self._view.used()
+
+    def add_sample_listener(self, fn) -> None:
+        """*fn()* runs after every periodic sample (the SAN's step-1 trigger)."""
+        self._sample_listeners.append(fn)
+
+    def remove_sample_listener(self, fn) -> None:
+        if fn in self._sample_listeners:
+            self._sample_listeners.remove(fn)
+
+    def update_attributes(self, set_: dict | None = None, remove=()) -> None:
+        """Change this host's attributes (a trace's machine attribute events)."""
+        self.cfg.attributes.update(set_ or {})     # the cfg's dict is this host's own
+        for k in remove:
+            self.cfg.attributes.pop(k, None)
+        self.host_sample.ClearField("attributes")
 
     def _admit(self, spec: VmSpec, force: bool = False) -> None:
         """Raise FailedPrecondition, with the numbers, unless *spec* fits on this host."""
@@ -256,7 +270,7 @@ class NodeAgent:
                         f"{self.cfg.host}: production requests {pc:.2f} cores / {pm} MiB + {spec.requested_cpu:.2f} / "
                         f"{spec.mem_mib} MiB > capacity {cap_cpu:.2f} cores / {cap_mem} MiB")
             return
-        mem, cpu = self._allocated()
+        cpu, mem = self.allocated()
         if mem + spec.mem_mib > cap_mem:
             raise errors.FailedPrecondition(
                 f"{self.cfg.host}: memory {mem} + {spec.mem_mib} MiB > capacity {cap_mem} MiB")
@@ -413,7 +427,7 @@ class NodeAgent:
         self.sample_host(now)
 
     def sample_host(self, now: float) -> None:
-        mem, cpu = self._allocated()
+        cpu, mem = self.allocated()
         s = self.host_sample
         s.host, s.address = self.cfg.host, self.cfg.address
         s.capacity.CopyFrom(pb.HostCapacity(cpu_cores=self.cfg.cpu_cores, mem_mib=self.cfg.mem_mib,
@@ -455,7 +469,7 @@ class NodeAgent:
             try:
                 await self.sample()
                 self._expire_reservations()
-                for fn in self.sample_listeners:
+                for fn in self._sample_listeners:
                     fn()
             except errors.CellbedError as e:
                 log.warning("sampling failed: %s", e)
@@ -471,7 +485,7 @@ class NodeAgent:
 
     # --- migration: source side -----------------------------------------------------------
     async def migrate(self, name: str, dest: str, opts: MigrationOptions,
-                      prepared_mid: str = "") -> pb.MigrationRecord:
+                      prepared_mid: str = "", forced: bool = False) -> pb.MigrationRecord:
         """Live-migrate *name* to *dest*. The destination admits it with PrepareIncoming, unless
         *prepared_mid* names a reservation it already holds (SAN TaskMigrationProcessRequest)."""
         opts = opts.validate()
@@ -493,7 +507,8 @@ class NodeAgent:
         rec = pb.MigrationRecord(id=mid, vm=name, src=self.cfg.host, dst=dest, start_unix_s=self.clock.now(),
                                  options=_options_pb(opts), heartbeat_before=before.heartbeat,
                                  mem_mib=e.spec.mem_mib, wss_mib=e.spec.wss_mib,
-                                 dirty_mib_s=-1 if math.isinf(e.spec.dirty_mib_s) else e.spec.dirty_mib_s)
+                                 dirty_mib_s=-1 if math.isinf(e.spec.dirty_mib_s) else e.spec.dirty_mib_s,
+                                 forced=forced)
         try:
             if not prepared_mid:
                 await self.transport.request(dest, "NodeAgent/PrepareIncoming", pb.PrepareIncomingRequest(
@@ -573,16 +588,18 @@ class NodeAgent:
         await self.hv.abort_migration(name)
 
     # --- migration: target side ----------------------------------------------------------
-    async def prepare_incoming(self, spec: VmSpec, src: str, mid: str, force: bool,
-                               cpu_used: float = 0.0, mem_used: float = 0.0, precheck=None) -> None:
-        """Reserve *spec*'s resources for migration *mid*. *precheck* (SAN final check) runs
-        inside the admission lock, so that check and reservation are one step."""
+    async def reserve(self, spec: VmSpec, src: str, mid: str, force: bool, cpu_used: float = 0.0,
+                      mem_used: float = 0.0, check: Callable[[HostView], None] | None = None) -> None:
+        """Admission: reserve *spec*'s resources for incoming migration *mid* (PrepareIncoming, or
+        a SAN's TaskMigrationProcessRequest). *check(view)* (the SAN's final check, a policy over
+        this host's view) runs inside the admission lock, so that check and reservation are one
+        step: the first request wins."""
         spec.validate(self.limits)
         if not mid:
             raise errors.InvalidArgument("migration_id must be set")
         async with self._lock:
-            if precheck is not None:
-                precheck()
+            if check is not None:
+                check(self._view)
             if spec.name in self.vms:
                 raise errors.FailedPrecondition(f"VM {spec.name} already runs on {self.cfg.host}")
             self._admit(spec, force=force)
@@ -591,13 +608,17 @@ class NodeAgent:
                 raise errors.AlreadyExists(f"migration {mid} already holds a reservation on {self.cfg.host}")
             self.incoming[mid] = Reservation(spec, src, self.clock.monotonic() + ttl, cpu_used, mem_used)
 
+    def release(self, mid: str) -> None:
+        """Admission: give back the reservation of migration *mid* (it did not happen)."""
+        self.incoming.pop(mid, None)
+
     async def finish_incoming(self, mid: str, name: str, migrated: bool, hb_before: int,
                               boot_id: str) -> Verification:
         r = self.incoming.get(mid)
         if r is None or r.spec.name != name:
             raise errors.NotFound(f"no incoming migration {mid!r} of VM {name!r} on {self.cfg.host}")
         if not migrated:
-            del self.incoming[mid]
+            self.release(mid)
             return Verification(False, "migration did not happen; reservation released")
         try:
             v = await self._verify(name, hb_before, boot_id)

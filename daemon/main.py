@@ -4,14 +4,16 @@ from __future__ import annotations
 import logging
 import os
 
-from cellbed.runtime import rpc
-from cellbed.daemon.agent import NodeAgent
+from cellbed import assembly
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.domxml import GuestImage
-from cellbed.daemon.servicer import NodeAgentServicer
+from cellbed.daemon.hv_libvirt import LibvirtBackend
+from cellbed.daemon.san import SanConfig
+from cellbed.domain.topics import node_topic
+from cellbed.runtime import rpc
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
-from cellbed.runtime.rng import agent_rng
+from cellbed.runtime.peers import PeerDirectory
 from cellbed.runtime.telemetry import MqttPublisher
 from cellbed.v1 import masb_pb2, masb_pb2_grpc, node_pb2, node_pb2_grpc
 
@@ -20,8 +22,7 @@ SERVICE = node_pb2.DESCRIPTOR.services_by_name["NodeAgent"].full_name
 SAN_SERVICE = masb_pb2.DESCRIPTOR.services_by_name["San"].full_name
 
 
-def make_backend(cfg: NodeConfig, agent_ref: list):
-    from cellbed.daemon.hv_libvirt import LibvirtBackend  # the only libvirt importer
+def make_backend(cfg: NodeConfig, agent_ref: list) -> LibvirtBackend:
     guest = os.path.abspath(cfg.guest_dir)
     return LibvirtBackend(cfg.libvirt_uri, accel=cfg.accel,
                           image=GuestImage(os.path.join(guest, "vmlinuz"), os.path.join(guest, "initrd.img")),
@@ -29,28 +30,32 @@ def make_backend(cfg: NodeConfig, agent_ref: list):
                           on_lifecycle=lambda n, s, r: agent_ref[0].on_lifecycle(n, s, r) if agent_ref else None)
 
 
+def _san_config(cfg: NodeConfig) -> SanConfig:
+    overrides = {k: v for k, v in cfg.san.items() if k != "seed"}
+    if cfg.state_dir and "decision_log" not in overrides:   # sampled decision logs next to the history
+        os.makedirs(cfg.state_dir, exist_ok=True)
+        overrides["decision_log"] = os.path.join(cfg.state_dir, "san-decisions.jsonl")
+    return SanConfig.from_mapping(overrides)
+
+
 async def serve(cfg: NodeConfig) -> None:
     ref: list = []
     clock = RealClock()
     brokers = cfg.broker_targets()
-    transport = GrpcTransport(lambda n: brokers.get(n) or ref[0].peers.get(n).target, clock,
+    peers = PeerDirectory(cfg.peers_file)
+    transport = GrpcTransport(lambda n: brokers.get(n) or peers.get(n).target, clock,
                               mqtt_host=cfg.mqtt_host if brokers else "", mqtt_port=cfg.mqtt_port, name=cfg.host)
-    agent = NodeAgent(cfg, make_backend(cfg, ref), clock=clock, transport=transport)
+    env = assembly.real_env(clock, lambda name: transport, seed=int(cfg.san.get("seed", 0)),
+                            backend_for=lambda c: make_backend(c, ref))
+    agent, servicer = assembly.build_node(env, cfg)
     ref.append(agent)
     san = None
-    services = [(node_pb2_grpc.add_NodeAgentServicer_to_server, NodeAgentServicer(agent), SERVICE)]
+    services = [(node_pb2_grpc.add_NodeAgentServicer_to_server, servicer, SERVICE)]
     if brokers:   # MASB: this node negotiates (SAN) with the brokers and its peers
-        from cellbed.daemon.san import SanAgent, SanConfig, SanServicer
-        overrides = {k: v for k, v in cfg.san.items() if k != "seed"}
-        if cfg.state_dir and "decision_log" not in overrides:   # sampled decision logs next to the history
-            os.makedirs(cfg.state_dir, exist_ok=True)
-            overrides["decision_log"] = os.path.join(cfg.state_dir, "san-decisions.jsonl")
-        san = SanAgent(agent, transport, clock, agent_rng(int(cfg.san.get("seed", 0)), cfg.host),
-                       SanConfig.from_mapping(overrides), list(brokers), cfg.cell)
-        services.append((masb_pb2_grpc.add_SanServicer_to_server, SanServicer(san), SAN_SERVICE))
+        san, san_servicer = assembly.build_san(env, agent, _san_config(cfg), list(brokers), cfg.cell)
+        services.append((masb_pb2_grpc.add_SanServicer_to_server, san_servicer, SAN_SERVICE))
     if cfg.mqtt_host:
-        agent.telemetry = MqttPublisher(cfg.mqtt_host, cfg.mqtt_port, f"cellbed/{cfg.cell}/node/{cfg.host}",
-                                        agent.clock)
+        agent.telemetry = MqttPublisher(cfg.mqtt_host, cfg.mqtt_port, node_topic(cfg.cell, cfg.host), clock)
         agent.telemetry.start()
     names = [s[2] for s in services]
     server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}", services)

@@ -276,19 +276,21 @@ class ListNegotiationsRequest(_message.Message):
     def __init__(self, limit: _Optional[int] = ...) -> None: ...
 
 class SanStep(_message.Message):
-    __slots__ = ("unix_s", "kind", "host", "detail")
+    __slots__ = ("unix_s", "kind", "host", "detail", "forced")
     UNIX_S_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    FORCED_FIELD_NUMBER: _ClassVar[int]
     unix_s: float
     kind: str
     host: str
     detail: str
-    def __init__(self, unix_s: _Optional[float] = ..., kind: _Optional[str] = ..., host: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+    forced: bool
+    def __init__(self, unix_s: _Optional[float] = ..., kind: _Optional[str] = ..., host: _Optional[str] = ..., detail: _Optional[str] = ..., forced: _Optional[bool] = ...) -> None: ...
 
 class Negotiation(_message.Message):
-    __slots__ = ("san_id", "vm", "src_host", "state", "started_unix_s", "ended_unix_s", "target", "steps")
+    __slots__ = ("san_id", "vm", "src_host", "state", "started_unix_s", "ended_unix_s", "target", "steps", "forced")
     SAN_ID_FIELD_NUMBER: _ClassVar[int]
     VM_FIELD_NUMBER: _ClassVar[int]
     SRC_HOST_FIELD_NUMBER: _ClassVar[int]
@@ -297,6 +299,7 @@ class Negotiation(_message.Message):
     ENDED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
+    FORCED_FIELD_NUMBER: _ClassVar[int]
     san_id: str
     vm: str
     src_host: str
@@ -305,7 +308,8 @@ class Negotiation(_message.Message):
     ended_unix_s: float
     target: str
     steps: _containers.RepeatedCompositeFieldContainer[SanStep]
-    def __init__(self, san_id: _Optional[str] = ..., vm: _Optional[str] = ..., src_host: _Optional[str] = ..., state: _Optional[str] = ..., started_unix_s: _Optional[float] = ..., ended_unix_s: _Optional[float] = ..., target: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[SanStep, _Mapping]]] = ...) -> None: ...
+    forced: bool
+    def __init__(self, san_id: _Optional[str] = ..., vm: _Optional[str] = ..., src_host: _Optional[str] = ..., state: _Optional[str] = ..., started_unix_s: _Optional[float] = ..., ended_unix_s: _Optional[float] = ..., target: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[SanStep, _Mapping]]] = ..., forced: _Optional[bool] = ...) -> None: ...
 
 class ListNegotiationsResponse(_message.Message):
     __slots__ = ("host", "negotiations", "counters")

@@ -28,7 +28,7 @@ from cellbed.domain import errors, wire
 from cellbed.policy.megha import fairness
 from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
 from cellbed.controller.megha.lm import state_topic, task_request
-from cellbed.controller.megha.params import CostModel, GmParams
+from cellbed.controller.megha.params import GmParams
 from cellbed.controller.megha.queues import QueueStore, UserQueues
 from cellbed.policy.megha.view import View
 from cellbed.domain.vm import NAME_RE
@@ -74,7 +74,7 @@ class GmTask:
 class GlobalMaster:
     def __init__(self, name: str, transport, clock, *, lms: dict[str, list[str]],
                  queues: list[fairness.QueueConfig], store: QueueStore, cell: str = "cell",
-                 params: GmParams = GmParams(), cost: CostModel | None = None, frontend: str = "megha",
+                 params: GmParams = GmParams(), frontend: str = "megha",
                  known_attributes: tuple[str, ...] = ()) -> None:
         """*known_attributes*: the cell's attribute vocabulary, on top of the attributes the hosts
         report (a constraint may name an attribute that no host has right now)."""
@@ -90,7 +90,6 @@ class GlobalMaster:
         self.store = store
         self.cell = cell
         self.params = params.validate()
-        self.cost = cost
         self.frontend = frontend
         self.known_attributes = frozenset(known_attributes)
         self.view = View(name, list(lms))
@@ -403,10 +402,6 @@ class GlobalMaster:
                 log.exception("GM %s: scheduling %s failed; requeued", self.name, gt.name)
                 self._park(gt, "internal error; requeued")
 
-    async def _busy(self, seconds: float) -> None:
-        if seconds > 0:
-            await self.clock.sleep(seconds)
-
     def _known_to_fail(self, gt: GmTask) -> bool:
         """A task no smaller than one that just failed, with the same constraints and user, on the
         same view, fails too: park it without matching again (Borg-style equivalence classes)."""
@@ -464,8 +459,7 @@ class GlobalMaster:
         for _ in range(1 + self.params.immediate_retries):
             t0 = self.clock.now()
             choice, scanned = self.view.match(gt.constraints, gt.cpu, gt.mem)
-            if self.cost is not None:
-                await self._busy(self.cost.gm_match_s(scanned))
+            await self.clock.charge("gm_match", scanned)
             gt.clk.proc += self.clock.now() - t0
             if choice is None:
                 break
@@ -585,8 +579,7 @@ class GlobalMaster:
                 asked += 1
                 pu["preemption_attempts"] += 1
                 self.counters["preemption_attempts"] += 1
-                if self.cost is not None:
-                    await self._busy(self.cost.gm_match_base_s)
+                await self.clock.charge("gm_preempt")
                 res = await self._place(gt, "preempt", lm, victim=victim)
                 if res == "ok":
                     return True

@@ -28,7 +28,7 @@ from collections import Counter
 
 from cellbed.domain import errors, wire
 from cellbed.policy.megha.validation import EXTERNAL, INTERNAL, ClusterState, LmTask, Refusal
-from cellbed.controller.megha.params import CostModel, LmParams
+from cellbed.controller.megha.params import LmParams
 from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg, node_pb2 as npb
 
@@ -69,7 +69,7 @@ def check_task(t: mpb.MeghaTask) -> None:
 class LocalMaster:
     def __init__(self, lm: str, instance: str, transport, clock, *, hosts: list[str], gms: list[str],
                  owner: list[int] | None = None, standby: bool = False, peer: str = "", cell: str = "cell",
-                 params: LmParams = LmParams(), cost: CostModel | None = None) -> None:
+                 params: LmParams = LmParams()) -> None:
         self.lm, self.instance = lm, instance
         self.transport, self.clock = transport, clock
         self.host_names = list(hosts)
@@ -79,7 +79,6 @@ class LocalMaster:
         self.peer = peer
         self.cell = cell
         self.params = params.validate()
-        self.cost = cost
         self.epoch = 1 if not standby else 0
         self.cluster: ClusterState | None = None
         self.counters: Counter = Counter()
@@ -258,8 +257,7 @@ class LocalMaster:
         async with self._lock:
             acq = self._acquired = self.clock.now()
             self._require_active()
-            if self.cost is not None:
-                await self.clock.sleep(self.cost.lm_validate_s)
+            await self.clock.charge("lm_validate")
             resp = fn()
             done = self.clock.now()
             start, self._pending_start = self._pending_start, None

@@ -28,7 +28,6 @@ from cellbed.domain import errors, wire
 from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
 from cellbed.controller.megha.lm import task_request, vm_spec
 from cellbed.policy.megha.match import EPS, HostBits
-from cellbed.controller.megha.params import CostModel
 from cellbed.runtime.rpc import handles_errors
 from cellbed.runtime.transport import _InProcContext
 from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg, node_pb2 as npb
@@ -199,7 +198,7 @@ class SamplingScheduler:
     """The scheduler side: choose d random eligible nodes, probe them, bind late."""
 
     def __init__(self, name: str, transport, clock, rng: np.random.Generator, *, hosts: list[str],
-                 cap_cpu, cap_mem, attributes, probes: int = 2, cost: CostModel | None = None,
+                 cap_cpu, cap_mem, attributes, probes: int = 2,
                  frontend: str = "sampling") -> None:
         self.name = name
         self.transport, self.clock, self.rng = transport, clock, rng
@@ -208,7 +207,6 @@ class SamplingScheduler:
         self.cap_mem = np.asarray(cap_mem, dtype=float)
         self.bits = HostBits(attributes)
         self.d = probes
-        self.cost = cost
         self.frontend = frontend
         self.tasks: dict[str, tuple[mpb.MeghaTask, AllocClock]] = {}
         self.unbound: set[str] = set()
@@ -230,8 +228,7 @@ class SamplingScheduler:
             mask = self.bits.mask(wire.constraints_from_pb(task.constraints))
             mask &= (self.cap_cpu >= cpu - EPS) & (self.cap_mem >= mem - EPS)
             eligible = np.flatnonzero(mask)
-            if self.cost is not None:
-                await self.clock.sleep(self.cost.sampling_decision_s)
+            await self.clock.charge("sampling_decision")
             clk.proc += self.clock.now() - t0
         if not eligible.size:
             self.counters["unplaceable"] += 1

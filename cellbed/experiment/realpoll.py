@@ -1,0 +1,130 @@
+"""What the real-cell driver reads back every tick: host states (the tick row, through the one
+tick-row function), migration records and SAN refusals (migrations.csv), and, at the end, where
+every VM is (lost, duplicated, stray) and the run summary."""
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import math
+from typing import Any
+
+from cellbed.domain import errors
+from cellbed.experiment.progress import peak_rss_mib
+from cellbed.metrics.rows import MigrationRow
+from cellbed.metrics.ticks import HostState
+from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
+
+log = logging.getLogger(__name__)
+
+
+class PollMixin:
+    """The reading half of RealRun (which owns the state these methods use)."""
+
+    # -- ticks ------------------------------------------------------------------------------------------
+    async def _ticker(self) -> None:
+        k = 0
+        while True:
+            k += 1
+            await self.sleep_until_sim(k * self.sc.run.tick_s)
+            try:
+                await self._tick(t_s=k * self.sc.run.tick_s)
+            except errors.CellbedError as e:
+                self.counters["tick_errors"] += 1
+                log.warning("tick %d: %s", k, e)
+            for name, vm in list(self.pending.items())[:8]:
+                del self.pending[name]
+                self.spawn(self._place(vm))
+
+    async def _tick(self, t_s: float | None = None, final: bool = False) -> None:
+        if t_s is None:
+            t_s = self.sc.run.duration_s
+            if t_s <= self.last_tick_s:
+                return
+        hosts = list(self.hosts)
+        states = await asyncio.gather(*(self.node(h, "GetHostState", npb.GetHostStateRequest()) for h in hosts))
+        for h, r in zip(hosts, states):
+            self.host_state[h] = r.state
+        for h in hosts:
+            await self._read_migrations(h)
+        st = [self.host_state[h] for h in hosts]
+        row = self.acc.row(t_s, [HostState(s.capacity.cpu_cores, s.capacity.mem_mib, s.cpu_used_cores, s.mem_used_mib,
+                                           s.cpu_req_cores, s.mem_alloc_mib, s.vm_count) for s in st],
+                           pending=len(self.pending))
+        self.last_tick_s = t_s
+        self.w.tick(row)
+        over = row.overloaded / len(hosts)
+        self.last.update(tasks=row.tasks_running, over=over)
+        self.progress.update(t_s, row.tasks_running, over,
+                             f"{self.counters['vms_placed']} VMs placed, {len(self.seen_migrations)} migrations",
+                             force=final)
+
+    async def _read_migrations(self, h: str) -> None:
+        """New migration records of host *h*, and (with SAN) the step-5 refusals of its negotiations."""
+        for rec in (await self.node(h, "ListMigrations", npb.ListMigrationsRequest())).records:
+            if rec.id in self.seen_migrations:
+                continue
+            self.seen_migrations.add(rec.id)
+            self._migration(rec)
+        if not self.d.use_san:
+            return
+        with contextlib.suppress(errors.CellbedError):
+            r = await self.grpc(self.hosts[h], "San/ListNegotiations", masbpb.ListNegotiationsRequest(), timeout=10)
+            for n in r.negotiations:
+                for i, s in enumerate(n.steps):
+                    if s.kind == "refused" and (n.san_id, i) not in self.seen_refusals:
+                        self.seen_refusals.add((n.san_id, i))
+                        self.acc.migration("refused")
+                        self.w.migration(MigrationRow(
+                            t_s=self._sim_of_unix(s.unix_s), vm=n.vm, src=n.src_host, dst=s.host,
+                            outcome="refused", forced=s.forced, san_id=n.san_id))
+
+    def _sim_of_unix(self, unix_s: float) -> float:
+        return max(0.0, (unix_s - self.unix0) * self.comp) if unix_s else self.sim_now()
+
+    def _migration(self, rec) -> None:
+        ok = rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED
+        refused = rec.outcome == npb.MIGRATION_OUTCOME_REFUSED
+        outcome = "succeeded" if ok else ("refused" if refused else "failed")
+        self.acc.migration(outcome, rec.data_total_bytes if ok else 0)
+        if ok:
+            vm = self.vms.get(rec.vm)
+            if vm is not None:
+                vm.host = rec.dst
+        self.w.migration(MigrationRow(
+            t_s=self._sim_of_unix(rec.start_unix_s), vm=rec.vm, src=rec.src, dst=rec.dst, outcome=outcome,
+            time_ms=rec.time_elapsed_ms if rec.time_elapsed_ms > 0 or ok else math.nan,
+            downtime_ms=rec.downtime_ms if ok else math.nan, bytes=int(rec.data_total_bytes)))
+
+    # -- end ------------------------------------------------------------------------------------------
+    async def _check(self) -> tuple[list[str], list[str], list[str]]:
+        holders: collections.Counter = collections.Counter()
+        for h in self.hosts:
+            for v in (await self.node(h, "ListVms", npb.ListVmsRequest())).vms:
+                holders[v.spec.name] += 1
+        live = {n for n, v in self.vms.items() if v.state in ("running", "stopping")}
+        lost = sorted(n for n in live if holders[n] == 0)
+        dup = sorted(n for n, k in holders.items() if k > 1)
+        stray = sorted(n for n in holders if n not in live)
+        return lost, dup, stray
+
+    def _summary(self, wall: float, lost: list[str], dup: list[str], stray: list[str]) -> dict[str, Any]:
+        c = self.counters
+        pend = sum(1 for v in self.vms.values() if v.state == "pending")
+        st = list(self.host_state.values())
+        return {
+            "ok": not lost and not dup, "driver": "real", "simulated_s": self.sc.run.duration_s,
+            "wall_s": round(wall, 3), "sim_min_per_wall_min": self.comp, "peak_rss_mib": round(peak_rss_mib(), 1),
+            "daemon_rss_mib_max": round(max((s.daemon_rss_mib for s in st), default=0.0), 1),
+            "nodes": len(self.hosts), "accel": self.st.get("accel"),
+            "tasks": {"added": c["tasks_added"], "vms_created": c["vms_created"], "vms_placed": c["vms_placed"],
+                      "vms_stopped": c["vms_stopped"],
+                      "live": sum(1 for v in self.vms.values() if v.state in ("running", "stopping")),
+                      "pending": pend, "not_vm_short": c["not_vm_short"], "not_vm_fraction": c["not_vm_fraction"],
+                      "not_vm_box_full": c["not_vm_box_full"], "lost": len(lost), "duplicated": len(dup),
+                      "stray": len(stray), "lost_sample": lost[:20], "duplicated_sample": dup[:20],
+                      "stray_sample": stray[:20]},
+            "migrations": len(self.seen_migrations), "refusals": len(self.seen_refusals),
+            "runner": dict(sorted(c.items())),
+        }

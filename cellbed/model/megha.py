@@ -1,0 +1,241 @@
+"""The Megha front-ends of the model cell: ``megha`` (G GMs × L LMs), ``central`` (1 × 1) and
+``sampling`` (Sparrow-style power-of-d probing) on homogeneous model hosts, every task's
+allocation time and its parts recorded (seed 001 eq. 1–2).
+
+    res = simulate(megha_cell(frontend="megha", nodes=1000, gms=4, lms=10),      # cellbed.model.simulate
+                   ArrivalConfig(duration_s=30, job_rate_per_s=40, users=...))
+
+The GMs, LMs, sampling agents and NodeAgents are built by :mod:`cellbed.assembly`, as on a real
+cell; the processing-cost model is the virtual clock's (``Clock.charge``).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import numpy as np
+
+from cellbed import assembly
+from cellbed.controller.megha.frontend import MeghaFrontend as GmSubmitter, SamplingFrontend
+from cellbed.controller.megha.lm import ACTIVE
+from cellbed.controller.megha.params import GmParams, LmParams
+from cellbed.controller.megha.queues import MemoryQueueStore
+from cellbed.controller.megha.workload import Arrival, node_attributes
+from cellbed.domain import wire
+from cellbed.domain.errors import InvalidArgument
+from cellbed.model.megha_run import ModelRunResult, run_arrivals, run_stream
+from cellbed.model.params import MeghaParams, ModelCellParams
+from cellbed.policy.megha.fairness import QueueConfig, dominant_share
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
+from cellbed.workload.generator import attribute_name
+
+__all__ = ["MeghaFront", "ModelRunResult", "megha_cell"]
+
+_COMMON = ("frontend", "nodes", "seed", "latency_s", "jitter_s", "monitor_period_s", "duration_s", "tick_s")
+
+
+def megha_cell(**kw) -> ModelCellParams:
+    """Model-cell parameters for a Megha front-end from one flat set of keywords: the common ones
+    (frontend, nodes, seed, latency_s, jitter_s, monitor_period_s) and the :class:`MeghaParams`."""
+    known = set(_COMMON) | {f.name for f in dataclasses.fields(MeghaParams)}
+    bad = sorted(set(kw) - known)
+    if bad:
+        raise InvalidArgument(f"megha_cell: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
+    common = {"frontend": "megha", "jitter_s": 0.0, "monitor_period_s": 3600.0,
+              **{k: v for k, v in kw.items() if k in _COMMON}}
+    return ModelCellParams(**common, megha=MeghaParams(**{k: v for k, v in kw.items() if k not in _COMMON}))
+
+
+class MeghaFront:
+    """GMs and LMs (or sampling schedulers and workers) over the cell's model hosts."""
+
+    def __init__(self, cell, gm_params: GmParams | None = None, lm_params: LmParams | None = None,
+                 host_attributes: list[dict] | None = None) -> None:
+        """*host_attributes*: one dict per node, instead of the seeded draw (tests)."""
+        self.cell = cell
+        self.p = cell.p
+        self.m = cell.p.megha
+        self._host_attributes = host_attributes
+        self.gm_params = gm_params or GmParams(fairness=self.m.fairness)
+        self.lm_params = lm_params or LmParams(update_period_s=self.m.update_period_s)
+        self.lms: dict = {}
+        self.gms: dict = {}
+        self.store = MemoryQueueStore()
+        self.workers: list = []
+        self.schedulers: list = []
+        self.submitter = None
+        self.lm_hosts: dict[str, list[str]] = {}
+        self.attributes: dict[str, dict] = {}
+
+    @property
+    def clock(self):
+        return self.cell.clock
+
+    @property
+    def host_list(self) -> list:
+        return list(self.cell.hosts.values())
+
+    def queues(self) -> list[QueueConfig]:
+        g, m = self.p.n_gms, self.m
+        if m.shares:
+            return [QueueConfig(u, s, f"gm{(m.queue_gm[i] if m.queue_gm else i % g) + 1}")
+                    for i, (u, s) in enumerate(m.shares)]
+        n = g if self.p.frontend != "sampling" else (m.schedulers or m.gms)
+        return [QueueConfig(f"u{i + 1}", 1.0 / n, f"gm{i % g + 1}") for i in range(n)]
+
+    @property
+    def users(self) -> tuple[str, ...]:
+        return tuple(q.user for q in self.queues())
+
+    # --- build ------------------------------------------------------------------------------------
+    def _draw_attributes(self, names: list[str], rng: np.random.Generator) -> None:
+        p, m = self.p, self.m
+        k = max(1, min(m.attribute_clusters, p.nodes))
+        for j in range(k):
+            block = names[j * p.nodes // k:(j + 1) * p.nodes // k]
+            for h, a in zip(block, node_attributes(len(block), rng, m.attribute_probs, float(rng.uniform(0.7, 1.3)))):
+                self.attributes[h] = a
+        if self._host_attributes is not None:
+            if len(self._host_attributes) != p.nodes:
+                raise InvalidArgument(f"host_attributes has {len(self._host_attributes)} entries, nodes = {p.nodes}")
+            self.attributes = dict(zip(names, (dict(a) for a in self._host_attributes)))
+
+    async def build(self) -> "MeghaFront":
+        p, m = self.p, self.m
+        env = self.cell.make_env(cost=m.cost.seconds if m.cost is not None else None)
+        rng = np.random.default_rng(np.random.SeedSequence([p.seed, 1]))
+        width = max(5, len(str(p.nodes)))
+        names = [f"h{i:0{width}d}" for i in range(1, p.nodes + 1)]
+        self._draw_attributes(names, rng)
+        L = p.n_lms
+        for j in range(L):
+            self.lm_hosts[f"lm{j + 1}"] = names[j * p.nodes // L:(j + 1) * p.nodes // L]
+        hosts = await asyncio.gather(*(assembly.model_host(env, assembly.model_config(
+            h, m.node_cpu, m.node_mem_mib, self.attributes[h], monitor_period_s=p.monitor_period_s,
+            admission="requested")) for h in names))
+        for h in hosts:
+            self.cell.hosts[h.name] = h
+        background = self._background(rng) if m.background_fill > 0 else []
+        if p.frontend == "sampling":
+            await self._build_sampling()
+            by_host = {w.host: w for w in self.workers}
+            await asyncio.gather(*(by_host[h].place_direct(t) for h, t in background))
+        else:
+            await self._build_megha()
+            await self._fill(background)
+        return self
+
+    async def _fill(self, background: list) -> None:
+        lm_of = {h: lm for lm, hs in self.lm_hosts.items() for h in hs}
+        await asyncio.gather(*(self.lms[lm_of[h]].place_direct(t, h) for h, t in background))
+        if background:
+            # The GMs took their views at start, before this fill: without an update now they
+            # would place on an empty cell until each LM's first periodic update (up to
+            # update_period_s), and every LM would refuse their first requests as stale.
+            for a in self.lms.values():
+                a.publish_state()
+            await self.clock.sleep(4 * (self.p.latency_s + self.p.jitter_s) + 1e-3)
+
+    def _background(self, rng: np.random.Generator) -> list[tuple[str, meghapb.MeghaTask]]:
+        """A warm cell: tasks of user "background" on every node, a random share of its CPU each
+        (uniform, mean background_fill), ending at random times in background_s. They are
+        placed directly (not through the front-end), the same for every front-end."""
+        m = self.m
+        out = []
+        lo, hi = m.background_s
+        for mh in self.host_list:
+            left = min(0.95, float(rng.uniform(0.0, 2 * m.background_fill))) * m.node_cpu
+            k = 0
+            while left >= 0.25:
+                cpu = min(left, float(rng.choice([0.25, 0.5, 1.0])))
+                k += 1
+                out.append((mh.name, meghapb.MeghaTask(
+                    name=f"bg-{mh.name}-{k}", user="background", duration_s=float(rng.uniform(lo, hi)),
+                    request=wire.resources(cpu, max(1, int(m.node_mem_mib * cpu / m.node_cpu))),
+                    workload=npb.Workload(cpu_load=0.0))))
+                left -= cpu
+        return out
+
+    async def _build_megha(self) -> None:
+        p, env = self.p, self.cell.env
+        gms = [f"gm{i + 1}" for i in range(p.n_gms)]
+        lm_inst: dict[str, list[str]] = {}
+        lms = []
+        for lm, hosts in self.lm_hosts.items():
+            inst = [lm] + ([f"{lm}b"] if self.m.standby else [])
+            lm_inst[lm] = inst
+            for k, name in enumerate(inst):
+                a, _ = assembly.build_lm(env, lm, name, hosts=hosts, gms=gms, standby=k > 0,
+                                         peer=(inst[1 - k] if len(inst) > 1 else ""), cell="cell",
+                                         params=self.lm_params)
+                self.lms[name] = a
+                lms.append(a)
+        await asyncio.gather(*(a.start() for a in lms))
+        queues = self.queues()
+        known = tuple(attribute_name(j) for j in range(len(self.m.attribute_probs)))
+        for g in gms:
+            self.gms[g], _ = assembly.build_gm(env, g, lms=lm_inst, queues=queues, store=self.store, cell="cell",
+                                               params=self.gm_params, frontend=p.frontend, known_attributes=known)
+        await asyncio.gather(*(a.start() for a in self.gms.values()))
+        self.submitter = GmSubmitter(self.gms, name=p.frontend)
+
+    async def _build_sampling(self) -> None:
+        m, env = self.m, self.cell.env
+        for mh in self.host_list:
+            w, _ = assembly.build_sampling_worker(env, mh)
+            self.workers.append(w)
+        await asyncio.gather(*(w.start() for w in self.workers))
+        names = [mh.name for mh in self.host_list]
+        attrs = [self.attributes[h] for h in names]
+        for i in range(m.schedulers or m.gms):
+            s, _ = assembly.build_sampling_scheduler(
+                env, f"s{i + 1}", i, hosts=names, cap_cpu=[m.node_cpu] * len(names),
+                cap_mem=[m.node_mem_mib] * len(names), attributes=attrs, probes=m.probes)
+            self.schedulers.append(s)
+        self.submitter = SamplingFrontend(self.schedulers)
+
+    async def close(self) -> None:
+        for a in list(self.gms.values()) + list(self.lms.values()) + self.workers:
+            await a.stop()
+        for mh in self.host_list:
+            await mh.agent.stop()
+
+    # --- observation ---------------------------------------------------------------------------------
+    def true_usage(self) -> dict[str, float]:
+        """Each user's dominant share of the cell now, from the LMs' true state."""
+        cap_c = self.m.node_cpu * self.p.nodes
+        cap_m = float(self.m.node_mem_mib) * self.p.nodes
+        tot: dict[str, list[float]] = {}
+        for a in self.lms.values():
+            if a.role == ACTIVE and a.cluster is not None:
+                for u, (cc, mm, _) in a.cluster.usage.items():
+                    x = tot.setdefault(u, [0.0, 0.0])
+                    x[0] += cc
+                    x[1] += mm
+        return {u: dominant_share(x[0], x[1], cap_c, cap_m) for u, x in tot.items()}
+
+    def check_no_double_allocation(self) -> None:
+        """Every model task is on exactly one host, and no host's requests exceed its capacity."""
+        seen: dict[str, str] = {}
+        for h, b in self.cell.fabric.backends.items():
+            cpu = mem = 0.0
+            for name, t in b.tasks.items():
+                if name in seen:
+                    raise AssertionError(f"task {name} runs on {seen[name]} and {h}")
+                seen[name] = h
+                cpu += t.spec.requested_cpu
+                mem += t.spec.mem_mib
+            if cpu > self.m.node_cpu + 1e-6 or mem > self.m.node_mem_mib + 1e-6:
+                raise AssertionError(f"{h}: requests {cpu:.3f} cores / {mem:.0f} MiB exceed its capacity")
+        for a in self.lms.values():
+            if a.role == ACTIVE and a.cluster is not None:
+                a.cluster.check_invariants()
+
+    # --- runs -------------------------------------------------------------------------------------------
+    async def run_arrivals(self, arr: list[Arrival], drain_s: float = 300.0, sample_period_s: float = 0.0,
+                           stop_at_s: float | None = None) -> ModelRunResult:
+        return await run_arrivals(self, arr, drain_s=drain_s, sample_period_s=sample_period_s, stop_at_s=stop_at_s)
+
+    async def run(self, events):
+        """The model cell's run: the scenario's GCD-shaped stream (see :func:`run_stream`)."""
+        return await run_stream(self, events)

@@ -1,0 +1,27 @@
+"""The SAN service: a thin translation of gRPC to the SanAgent."""
+from __future__ import annotations
+
+from cellbed.daemon.san.agent import SanAgent
+from cellbed.runtime.rpc import handles_errors
+from cellbed.v1 import masb_pb2 as mpb, masb_pb2_grpc as mpbg
+
+
+class SanServicer(mpbg.SanServicer):
+    def __init__(self, san: SanAgent) -> None:
+        self.san = san
+
+    @handles_errors
+    async def RequestTaskMigration(self, request, context):
+        return self.san.answer(request)
+
+    @handles_errors
+    async def ProcessTaskMigration(self, request, context):
+        return await self.san.process(request)
+
+    @handles_errors
+    async def NegotiateTask(self, request, context):
+        return mpb.NegotiateTaskResponse(negotiation=await self.san.negotiate_now(request.name))
+
+    @handles_errors
+    async def ListNegotiations(self, request, context):
+        return self.san.negotiations(request.limit)

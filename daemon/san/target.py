@@ -1,0 +1,102 @@
+"""The target's side of a SAN: the answer to TaskMigrationRequest (step 3) and the final check and
+reservation of TaskMigrationProcessRequest (step 5), both by the accept rule of
+cellbed.policy.masb.accept over this host's view."""
+from __future__ import annotations
+
+import functools
+import math
+
+from cellbed.daemon.agent import spec_from_pb
+from cellbed.daemon.host_view import HostView
+from cellbed.daemon.san.config import REASON_PB
+from cellbed.domain import wire
+from cellbed.domain.errors import InvalidArgument
+from cellbed.policy.masb import accept, overload
+from cellbed.v1 import masb_pb2 as mpb
+
+
+class Refused(Exception):
+    def __init__(self, answer: accept.Answer) -> None:
+        super().__init__(answer.detail)
+        self.answer = answer
+
+
+class TargetMixin:
+    """The target half of SanAgent (which owns the state these methods use)."""
+
+    def _demand(self, t: mpb.TaskInfo) -> accept.TaskDemand:
+        if not t.name:
+            raise InvalidArgument("task.name must be set")
+        vals = (t.used.cpu_cores, t.used.mem_mib, t.requested.cpu_cores, t.requested.mem_mib)
+        if not all(math.isfinite(v) and v >= 0 for v in vals):
+            raise InvalidArgument(f"task {t.name}: used ({vals[0]}, {vals[1]}) and requested ({vals[2]}, {vals[3]}) "
+                                  f"are out of range: allowed ≥ 0 cores and ≥ 0 MiB")
+        if not (math.isfinite(t.cpu_mean) and t.cpu_mean >= 0 and math.isfinite(t.cpu_var) and t.cpu_var >= 0):
+            raise InvalidArgument(f"task {t.name}: cpu_mean={t.cpu_mean}, cpu_var={t.cpu_var} are out of range: "
+                                  "allowed ≥ 0")
+        return accept.TaskDemand(t.name, (t.used.cpu_cores, t.used.mem_mib),
+                                 (t.requested.cpu_cores, t.requested.mem_mib), t.production,
+                                 wire.constraints_from_pb(t.constraints), t.cpu_mean, t.cpu_var, t.cpu_samples)
+
+    def answer(self, req: mpb.TaskMigrationRequest) -> mpb.TaskMigrationResponse:
+        if not req.san_id or not req.src_host:
+            raise InvalidArgument("san_id and src_host must be set")
+        d = self._demand(req.task)
+        self.counters["requests_received"] += 1
+        if d.name in self.view.vms or req.src_host == self.host:
+            a = accept.Answer(False, accept.SAME_HOST, f"{self.host}: task {d.name} is already here")
+        elif not req.force_migration and overload.check(self.load(), self.cfg.max_util):
+            a = accept.Answer(False, accept.OVERLOADED, f"{self.host}: overloaded itself: "
+                              + "; ".join(overload.check(self.load(), self.cfg.max_util).reasons))
+        else:
+            a = accept.evaluate(self.target_state(), d, self.cfg.max_util, self.cfg.fit, gpa=self.gpa_params, forced=req.force_migration)
+        if a.accepted:
+            self.counters["accepted"] += 1
+            st = self.target_state()
+            used = (st.used[0] + st.incoming_used[0], st.used[1] + st.incoming_used[1])
+            return mpb.TaskMigrationResponse(acceptance=mpb.TaskMigrationAcceptanceResponse(
+                host=self.host, capacity=wire.resources(*st.capacity), used=wire.resources(*used),
+                sampled_unix_s=self.clock.now()))
+        self.counters[f"rejected_{a.reason}"] += 1
+        return mpb.TaskMigrationResponse(rejection=self._rejection(a))
+
+    def _rejection(self, a: accept.Answer) -> mpb.TaskMigrationRejectionResponse:
+        return mpb.TaskMigrationRejectionResponse(host=self.host, reason=REASON_PB[a.reason], detail=a.detail,
+                                                  projected=wire.resources(*a.projected),
+                                                  limit=wire.resources(*a.limit))
+
+    async def process(self, req: mpb.TaskMigrationProcessRequest) -> mpb.TaskMigrationProcessResponse:
+        if not req.migration_id or not req.src_host:
+            raise InvalidArgument("migration_id and src_host must be set")
+        d = self._demand(req.task)
+        spec = spec_from_pb(req.spec)
+        if spec.name != d.name:
+            raise InvalidArgument(f"spec.name={spec.name!r} must equal task.name={d.name!r}")
+        try:   # reserve (the node checks constraints and total capacity again)
+            await self.node.reserve(spec, req.src_host, req.migration_id, True, d.used[0], d.used[1],
+                                    check=functools.partial(self.final_check, d, req.force_migration))
+        except Refused as r:
+            self.counters["process_refused"] += 1
+            return mpb.TaskMigrationProcessResponse(accepted=False, rejection=self._rejection(r.answer))
+        self.counters["process_accepted"] += 1
+        return mpb.TaskMigrationProcessResponse(accepted=True)
+
+    def final_check(self, d: accept.TaskDemand, forced: bool, view: HostView) -> None:
+        """Step 5 on the target: the accept rule once more, on the host as it is now. The node runs
+        it under its admission lock (the first request wins); a refusal raises Refused."""
+        if d.name in view.vms:
+            ans = accept.Answer(False, accept.SAME_HOST, f"{self.host}: task {d.name} is already here")
+        else:
+            ans = accept.evaluate(self.target_state(), d, self.cfg.max_util, self.cfg.fit, gpa=self.gpa_params,
+                                  forced=forced)
+        if not ans.accepted:
+            raise Refused(ans)
+
+    def negotiations(self, limit: int = 0) -> mpb.ListNegotiationsResponse:
+        recent = list(self.recent)[::-1]
+        if limit:
+            recent = recent[:limit]
+        return mpb.ListNegotiationsResponse(host=self.host, negotiations=[n.pb for n in self.active.values()] + recent,
+                                            counters=dict(self.counters))
+
+
