@@ -84,8 +84,8 @@ class NodeAgentServicer(pbg.NodeAgentServicer):
 
     @handles_errors
     async def PrepareIncoming(self, request, context):
-        await self.agent.prepare_incoming(spec_from_pb(request.spec), request.src_host, request.migration_id,
-                                          request.force, request.cpu_used_cores, request.mem_used_mib)
+        await self.agent.reserve(spec_from_pb(request.spec), request.src_host, request.migration_id,
+                                 request.force, request.cpu_used_cores, request.mem_used_mib)
         self.agent.sample_host(self.agent.clock.monotonic())
         return pb.PrepareIncomingResponse(state=self.agent.host_sample)
 

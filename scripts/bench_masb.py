@@ -27,13 +27,15 @@ def pct(xs, q):
 
 def bench_candidates(args) -> str:
     from cellbed.domain import wire
-    from cellbed.broker.agent import BrokerAgent
+    from cellbed import assembly
+    from cellbed.policy.masb.broker_select import BrokerParams
     from cellbed.runtime.clock import RealClock
     from cellbed.v1 import masb_pb2 as mpb
     from cellbed.workload.generator import GeneratorConfig, WorkloadGenerator
     gen = WorkloadGenerator(GeneratorConfig(nodes=args.nodes, duration_s=3600, seed=1))
     clock = RealClock()
-    ba = BrokerAgent("ba0", None, clock, seed=1)
+    env = assembly.real_env(clock, lambda name: None, seed=1)
+    ba, _ = assembly.build_broker(env, "ba0", params=BrokerParams(), peers=[], cell="cell")
     r = random.Random(1)
     now = clock.now()
     for nd in gen.nodes:

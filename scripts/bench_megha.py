@@ -88,7 +88,7 @@ def bench_match(args) -> str:
 
 # --- shared model-cell pieces: one seeded point, its row, the outputs -----------------------------------
 # `model`, `sweep-size` and `sweep-gmlm` all run points of the same kind: one front-end on one model
-# cell (ModelCellConfig) with one seeded arrival process (ArrivalConfig); they differ only in which
+# cell (megha_cell(...)) with one seeded arrival process (ArrivalConfig); they differ only in which
 # knobs they vary and how they report.
 
 WORKLOAD_SHAPE = ("Poisson jobs of 1-32 tasks (55% single-task), 0.25-2 cores, 256-4096 MiB, log-uniform "
@@ -107,7 +107,7 @@ def model_workload(seed: int, duration_s: float, job_rate: float):
 class ModelPoint:
     """One front-end on one model cell with one workload, run to the end (or the drain deadline)."""
     frontend: str
-    cfg: object                 # ModelCellConfig
+    cfg: object                 # ModelCellParams
     job_rate: float             # jobs/s
     duration_s: float           # arrivals over this long, s
     tasks: int
@@ -123,17 +123,18 @@ def run_model_point(frontend: str, nodes: int, gms: int, lms: int, *, seed: int 
     """Build a model cell, run the seeded workload through *frontend*, tear it down. The cell's
     no-double-allocation check runs at the end (ModelCell.check_no_double_allocation: every model
     task on one host, no host over capacity, LM invariants) and raises AssertionError if it fails."""
-    from cellbed.controller.megha.modelcell import ModelCellConfig, simulate
     from cellbed.controller.megha.workload import arrivals, offered_load
-    cfg = ModelCellConfig(frontend=frontend, nodes=nodes, gms=gms, lms=lms, background_fill=fill,
-                          background_s=(5.0, 2 * duration_s), seed=seed)
-    arr = arrivals(dataclasses.replace(model_workload(seed, duration_s, job_rate), users=cfg.users),
-                   cfg.attribute_probs)
+    from cellbed.model.megha import megha_cell, megha_users
+    from cellbed.model.simulate import simulate
+    cfg = megha_cell(frontend=frontend, nodes=nodes, gms=gms, lms=lms, background_fill=fill,
+                     background_s=(5.0, 2 * duration_s), seed=seed)
+    arr = arrivals(dataclasses.replace(model_workload(seed, duration_s, job_rate), users=megha_users(cfg)),
+                   cfg.megha.attribute_probs)
     t0 = time.perf_counter()
     res = simulate(cfg, arr, drain_s=drain_s, check=True)
     wall = time.perf_counter() - t0
     seen = Counter(r.task for r in res.records)
-    p = ModelPoint(frontend, cfg, job_rate, duration_s, len(arr), offered_load(arr, nodes * cfg.node_cpu, duration_s),
+    p = ModelPoint(frontend, cfg, job_rate, duration_s, len(arr), offered_load(arr, nodes * cfg.megha.node_cpu, duration_s),
                    res, wall, unaccounted=sum(1 for a in arr if a.task.name not in seen),
                    duplicate_records=sum(c - 1 for c in seen.values()))
     if not quiet:
@@ -153,7 +154,7 @@ def point_row(p: ModelPoint) -> dict:
     sampling = p.frontend == "sampling"
     row = {"frontend": p.frontend, "nodes": p.cfg.nodes,
            "gms": "" if sampling else p.cfg.n_gms, "lms": "" if sampling else p.cfg.n_lms,
-           "schedulers": (p.cfg.schedulers or p.cfg.gms) if sampling else "",
+           "schedulers": (p.cfg.megha.schedulers or p.cfg.megha.gms) if sampling else "",
            "job_rate": p.job_rate, "duration_s": p.duration_s, "tasks": p.tasks,
            "offered_load": round(p.offered_load, 4),
            "placed": s["placed"], "pending": s["pending"], "rejected": s["rejected"],
@@ -427,7 +428,7 @@ def bench_sweep_size(args) -> str:
     reading = keep_reading(md_path)
     lines = [
         "# Megha: allocation time vs cluster size (seed 001 Figs 6 and 8, reduced scale)\n",
-        f"Model cell in virtual time (the unchanged GM/LM/NodeAgent and sampling code, `controller/megha/modelcell.py`). "
+        f"Model cell in virtual time (the unchanged GM/LM/NodeAgent and sampling code, `cellbed/model/megha.py`). "
         f"Megha {args.gms} GMs x {args.lms} LMs at every size (the paper's Fig. 8 holds 10 x 10), central 1 x 1, "
         f"sampling d = 2 with {args.gms} schedulers. Nodes 4 cores / 16 GiB; one-way message delay 0.5 ms; LM updates "
         f"every 10 s; modelled processing (CostModel defaults: GM match 20 µs + 10 ns per node scanned, LM validation 30 µs).\n",

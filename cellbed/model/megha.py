@@ -29,7 +29,7 @@ from cellbed.policy.megha.fairness import QueueConfig, dominant_share
 from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.workload.generator import attribute_name
 
-__all__ = ["MeghaFront", "ModelRunResult", "megha_cell"]
+__all__ = ["MeghaFront", "ModelRunResult", "megha_cell", "megha_queues", "megha_users"]
 
 _COMMON = ("frontend", "nodes", "seed", "latency_s", "jitter_s", "monitor_period_s", "duration_s", "tick_s")
 
@@ -44,6 +44,21 @@ def megha_cell(**kw) -> ModelCellParams:
     common = {"frontend": "megha", "jitter_s": 0.0, "monitor_period_s": 3600.0,
               **{k: v for k, v in kw.items() if k in _COMMON}}
     return ModelCellParams(**common, megha=MeghaParams(**{k: v for k, v in kw.items() if k not in _COMMON}))
+
+
+def megha_queues(p: ModelCellParams) -> list[QueueConfig]:
+    """The users' queues and their GMs: the configured shares, or one equal queue per GM
+    (per scheduler for sampling)."""
+    g, m = p.n_gms, p.megha
+    if m.shares:
+        return [QueueConfig(u, s, f"gm{(m.queue_gm[i] if m.queue_gm else i % g) + 1}")
+                for i, (u, s) in enumerate(m.shares)]
+    n = g if p.frontend != "sampling" else (m.schedulers or m.gms)
+    return [QueueConfig(f"u{i + 1}", 1.0 / n, f"gm{i % g + 1}") for i in range(n)]
+
+
+def megha_users(p: ModelCellParams) -> tuple[str, ...]:
+    return tuple(q.user for q in megha_queues(p))
 
 
 class MeghaFront:
@@ -72,20 +87,23 @@ class MeghaFront:
         return self.cell.clock
 
     @property
+    def net(self):
+        return self.cell.net
+
+    @property
+    def fabric(self):
+        return self.cell.fabric
+
+    @property
     def host_list(self) -> list:
         return list(self.cell.hosts.values())
 
     def queues(self) -> list[QueueConfig]:
-        g, m = self.p.n_gms, self.m
-        if m.shares:
-            return [QueueConfig(u, s, f"gm{(m.queue_gm[i] if m.queue_gm else i % g) + 1}")
-                    for i, (u, s) in enumerate(m.shares)]
-        n = g if self.p.frontend != "sampling" else (m.schedulers or m.gms)
-        return [QueueConfig(f"u{i + 1}", 1.0 / n, f"gm{i % g + 1}") for i in range(n)]
+        return megha_queues(self.p)
 
     @property
     def users(self) -> tuple[str, ...]:
-        return tuple(q.user for q in self.queues())
+        return megha_users(self.p)
 
     # --- build ------------------------------------------------------------------------------------
     def _draw_attributes(self, names: list[str], rng: np.random.Generator) -> None:

@@ -4,16 +4,13 @@ candidate, failing migrations, expiry of nodes that stop reporting, bad input.""
 
 import pytest
 
+from cellbed import assembly
 from cellbed.domain import errors
-from cellbed.broker.agent import BrokerAgent, BrokerServicer
 from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.daemon.agent import spec_pb
 from cellbed.domain.vm import VmSpec
-from cellbed.daemon.san import SanAgent, SanConfig, SanServicer
-from cellbed.daemon.hv_model import ModelFabric
-from cellbed.model.node import model_config, model_host
-from cellbed.runtime import InProcNetwork, VirtualClock, run_virtual
-from cellbed.runtime.rng import agent_rng
+from cellbed.daemon.san import SanConfig, SanServicer
+from cellbed.runtime import run_virtual
 from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, node_pb2 as pb
 
 CFG = SanConfig(window_s=5.0, report_period_s=10.0)
@@ -23,24 +20,23 @@ class Cell:
     """4 hosts of 4 cores / 8 GiB, 2 brokers; h1 gets the tasks."""
 
     async def build(self, failure_prob=0.0, san=CFG, brokers=2, hung=()):
-        self.clock = VirtualClock()
-        self.net = InProcNetwork(self.clock, latency_s=0.001, seed=1)
-        self.fabric = ModelFabric(self.clock, migration_failure_prob=failure_prob, seed=1)
+        env = assembly.model_env(1, 0.001, migration_failure_prob=failure_prob)
+        self.clock, self.net, self.fabric = env.clock, env.net, env.fabric
         self.brokers = []
         names = [f"ba{i}" for i in range(brokers)]
         for n in names:
-            b = BrokerAgent(n, self.net.transport(n), self.clock, seed=1, peers=names, sync_period_s=20.0,
-                            params=BrokerParams(node_expiry_s=60.0))
+            b, _ = assembly.build_broker(env, n, params=BrokerParams(node_expiry_s=60.0), peers=names, cell="cell",
+                                         sync_period_s=20.0)
             await b.start()
-            self.net.serve(n, "BrokerAgent", BrokerServicer(b))
             self.brokers.append(b)
         self.hosts, self.sans = {}, {}
         for i in range(1, 5):
             name = f"h{i}"
-            h = await model_host(self.net, self.fabric, model_config(name, 4.0, 8192, monitor_period_s=10.0))
-            s = SanAgent(h.agent, self.net.transport(name), self.clock, agent_rng(1, name), san, names)
+            h = await assembly.model_host(env, assembly.model_config(name, 4.0, 8192, monitor_period_s=10.0))
+            s, _ = assembly.build_san(env, h.agent, san, names, "cell")
+            if name in hung:
+                self.net.serve(name, "San", Hung(s, self.clock))
             s.start()
-            self.net.serve(name, "San", Hung(s, self.clock) if name in hung else SanServicer(s))
             s.publish_report()
             self.hosts[name], self.sans[name] = h, s
         self.cli = self.net.transport("cli")
@@ -52,9 +48,8 @@ class Cell:
 
     async def quiesce(self):
         """Stop starting SANs and let those in flight finish (virtual time)."""
-        import dataclasses
         for s in self.sans.values():
-            s.cfg = dataclasses.replace(s.cfg, enabled=False)
+            s.disable()
         while any(s.active for s in self.sans.values()):
             await self.clock.sleep(1.0)
 

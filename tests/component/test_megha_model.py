@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 
 from cellbed.domain import errors, wire
-from cellbed.controller.megha.gm import GlobalMaster, GlobalMasterServicer
+from cellbed import assembly
 from cellbed.controller.megha.lm import ACTIVE, STANDBY
-from cellbed.controller.megha.modelcell import ModelCell, ModelCellConfig, simulate
+from cellbed.model.cell import ModelCell
+from cellbed.model.megha import MeghaFront, megha_users
+from cellbed.model.megha import megha_cell as ModelCellConfig
+from cellbed.model.simulate import simulate
 from cellbed.controller.megha.params import GmParams, LmParams
 from cellbed.controller.megha.workload import ArrivalConfig, arrivals
 from cellbed.runtime.clock import run_virtual
@@ -29,7 +32,7 @@ def task(name, user, cpu=1.0, mem=512, duration=0.0, cons=()) -> mpb.MeghaTask:
                          constraints=wire.constraints_pb(cons), workload=npb.Workload(cpu_load=0.0))
 
 
-async def vwait(cell: ModelCell, cond, timeout_s: float, what: str, period_s: float = 0.05):
+async def vwait(cell: MeghaFront, cond, timeout_s: float, what: str, period_s: float = 0.05):
     """Poll *cond* in virtual time; fail when *timeout_s* of simulated time pass."""
     deadline = cell.clock.monotonic() + timeout_s
     while True:
@@ -41,7 +44,7 @@ async def vwait(cell: ModelCell, cond, timeout_s: float, what: str, period_s: fl
         await cell.clock.sleep(period_s)
 
 
-async def submit(cell: ModelCell, t: mpb.MeghaTask, wait_s: float = 0.0, gm: str = "gm1") -> mpb.TaskStatus:
+async def submit(cell: MeghaFront, t: mpb.MeghaTask, wait_s: float = 0.0, gm: str = "gm1") -> mpb.TaskStatus:
     """Through the GlobalMaster service, as cellctl does (status codes map to the project's errors)."""
     r = await cell.net.transport("client").request(gm, "GlobalMaster/Submit",
                                                    mpb.SubmitRequest(task=t, wait_s=wait_s), timeout=wait_s + 10)
@@ -53,14 +56,15 @@ async def status(cell, name, gm="gm1") -> mpb.TaskStatus:
                                                        mpb.GetTaskRequest(name=name), timeout=10)).status
 
 
-def running_on(cell: ModelCell) -> dict[str, str]:
+def running_on(cell: MeghaFront) -> dict[str, str]:
     """Task -> host, from the model hypervisors (the nodes' truth)."""
     return {n: h for h, b in cell.fabric.backends.items() for n in b.tasks}
 
 
 def in_cell(cfg: ModelCellConfig, body, gm_params=None, lm_params=None, host_attributes=None):
     async def main():
-        cell = await ModelCell(cfg, gm_params, lm_params, host_attributes).build()
+        cell = await ModelCell(cfg, gm_params=gm_params, lm_params=lm_params,
+                               host_attributes=host_attributes).frontend.build()
         try:
             return await body(cell)
         finally:
@@ -71,11 +75,11 @@ def in_cell(cfg: ModelCellConfig, body, gm_params=None, lm_params=None, host_att
 # --- placement, constraints, allocation time -----------------------------------------------------------
 def test_every_task_lands_on_a_host_satisfying_its_constraints_and_parts_sum_to_the_total():
     cfg = ModelCellConfig(frontend="megha", nodes=60, gms=2, lms=3, seed=5)
-    work = arrivals(ArrivalConfig(seed=5, duration_s=30, job_rate_per_s=4, users=cfg.users, task_max_s=30),
-                    cfg.attribute_probs)
+    work = arrivals(ArrivalConfig(seed=5, duration_s=30, job_rate_per_s=4, users=megha_users(cfg), task_max_s=30),
+                    cfg.megha.attribute_probs)
 
     async def body(cell):
-        res = await cell.run(work, drain_s=120)
+        res = await cell.run_arrivals(work, drain_s=120)
         cell.check_no_double_allocation()
         return res, dict(cell.attributes)
     res, attrs = in_cell(cfg, body)
@@ -110,7 +114,7 @@ def test_two_gms_competing_for_freed_capacity_cause_inconsistencies_that_lms_res
         for i in range(12):
             for u in ("u1", "u2"):
                 t = task(f"{u}-{i}", u, cpu=1.0, duration=4.0 + (i % 3))
-                await submit(cell, t, gm=cell.cfg.queues()[int(u[1]) - 1].gm)
+                await submit(cell, t, gm=cell.queues()[int(u[1]) - 1].gm)
                 names.append(t.name)
         started = lambda: {r.task for g in cell.gms.values() for r in g.records}  # noqa: E731
         await vwait(cell, lambda: set(names) <= started(), 300, "all 24 tasks started")
@@ -277,10 +281,8 @@ def test_a_restarted_gm_loses_no_accepted_task():
         await gm.stop()
         cell.net.remove("gm1")
         del cell.gms["gm1"]
-        gm2 = GlobalMaster("gm1", cell.net.transport("gm1"), cell.clock, lms={"lm1": ["lm1"]},
-                           queues=cell.cfg.queues(), store=cell.store, params=cell.gm_params, cost=cell.cfg.cost,
-                           known_attributes=gm.known_attributes)
-        cell.net.serve("gm1", "GlobalMaster", GlobalMasterServicer(gm2))
+        gm2, _ = assembly.build_gm(cell.cell.env, "gm1", lms={"lm1": ["lm1"]}, queues=cell.queues(), store=cell.store,
+                                   cell="cell", params=cell.gm_params, known_attributes=gm.known_attributes)
         cell.gms["gm1"] = gm2
         await gm2.start()
         recovered = dict(gm2.counters)
@@ -330,7 +332,7 @@ SHARES = (("u1", 0.10), ("u2", 0.25), ("u3", 0.15), ("u4", 0.50))
 def fairness_run(update_s: float, seed: int = 11):
     cfg = ModelCellConfig(frontend="megha", nodes=24, node_cpu=4.0, gms=3, lms=2, shares=SHARES, queue_gm=(0, 1, 1, 2),
                           fairness=True, update_period_s=update_s, attribute_probs=(1.0,) * 21, seed=seed)
-    work = ArrivalConfig(seed=seed, duration_s=300, job_rate_per_s=12.0, users=cfg.users, user_weights=(1, 1, 1, 1),
+    work = ArrivalConfig(seed=seed, duration_s=300, job_rate_per_s=12.0, users=megha_users(cfg), user_weights=(1, 1, 1, 1),
                          task_min_s=5, task_max_s=60, cpu_cores=(0.5, 1.0), cpu_weights=(0.5, 0.5), mem_mib=(512, 1024),
                          mem_weights=(0.5, 0.5), constrained_job_frac=0.0, tasks_per_job=(1, 4),
                          tasks_per_job_weights=(0.5, 0.5))
@@ -370,7 +372,7 @@ def test_megha_bounds_the_tail_sampling_has_the_lower_median_central_queues():
     for fe in ("megha", "central", "sampling"):
         cfg = ModelCellConfig(frontend=fe, nodes=1000, gms=4, lms=4, background_fill=0.8, background_s=(5, 40),
                               seed=21)
-        res[fe] = simulate(cfg, arrivals(dataclasses.replace(work, users=cfg.users), cfg.attribute_probs), drain_s=120)
+        res[fe] = simulate(cfg, arrivals(dataclasses.replace(work, users=megha_users(cfg)), cfg.megha.attribute_probs), drain_s=120)
     print()
     for fe, r in res.items():
         s = r.summary
@@ -384,15 +386,14 @@ def test_megha_bounds_the_tail_sampling_has_the_lower_median_central_queues():
 
 # --- the masb front-end behind the same interface ----------------------------------------------------------------------
 def test_the_masb_front_end_places_through_a_broker_agent():
-    from cellbed.broker.agent import BrokerAgent, BrokerServicer
     from cellbed.controller.megha.frontend import MasbFrontend
+    from cellbed.policy.masb.broker_select import BrokerParams
     from cellbed.v1 import masb_pb2
     cfg = ModelCellConfig(frontend="megha", nodes=3, node_cpu=2.0, gms=1, lms=1, seed=9)
 
     async def body(cell):
-        ba = BrokerAgent("ba1", cell.net.transport("ba1"), cell.clock, seed=1)
-        cell.net.serve("ba1", "BrokerAgent", BrokerServicer(ba))
-        for h in cell.hosts:     # what the nodes' reports would say: empty hosts
+        ba, _ = assembly.build_broker(cell.cell.env, "ba1", params=BrokerParams(), peers=[], cell="cell")
+        for h in cell.host_list:     # what the nodes' reports would say: empty hosts
             ba.on_report("test", masb_pb2.NodeReport(
                 host=h.name, capacity=wire.resources(2.0, 16384), used=wire.resources(0, 0),
                 requested=wire.resources(0, 0), attributes=wire.attributes_pb(cell.attributes[h.name]),

@@ -14,10 +14,13 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from cellbed.domain import errors
 from cellbed.runtime import rpc
 from cellbed.runtime.client import NodeClient
+from cellbed import assembly
 from cellbed.daemon.agent import NodeAgent
+from cellbed.runtime.clock import RealClock
+from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.runtime.peers import PeerDirectory
 from cellbed.daemon.config import NodeConfig
 from cellbed.domain.vm import DomainSample, DomState, MigrationOptions, MigrationStats, VmSpec
-from cellbed.daemon.servicer import NodeAgentServicer
 from cellbed.v1 import node_pb2 as pb, node_pb2_grpc
 
 SERVICE = "cellbed.v1.NodeAgent"
@@ -101,9 +104,11 @@ async def make_node(tmp_path):
         cfg = NodeConfig(host="h1", address="127.0.0.1", grpc_port=0, cpu_cores=CAP_CPU, mem_mib=CAP_MEM,
                          cpu_norm=0.5, mem_norm=1.0, state_dir=str(d / "state"), peers_file=str(peers),
                          boot_timeout_s=1.0).validate()
-        agent = NodeAgent(cfg, hv)
+        clock = RealClock()
+        transport = GrpcTransport(lambda name: PeerDirectory(str(peers)).get(name).target, clock, name="h1")
+        agent, servicer = assembly.build_node(assembly.real_env(clock, lambda name: transport), cfg, backend=hv)
         server, port, health = rpc.create_server(
-            "127.0.0.1:0", [(node_pb2_grpc.add_NodeAgentServicer_to_server, NodeAgentServicer(agent), SERVICE)])
+            "127.0.0.1:0", [(node_pb2_grpc.add_NodeAgentServicer_to_server, servicer, SERVICE)])
         peers.write_text(json.dumps({"hosts": {"h1": {"address": "127.0.0.1", "grpc_port": port},
                                                "h2": {"address": "127.0.0.1", "grpc_port": port}}}))
         await server.start()

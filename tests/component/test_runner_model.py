@@ -132,7 +132,7 @@ def test_megha_frontends_run_on_the_megha_model_cell(tmp_path, frontend):
                        progress=None, report=False)
     run = load_run(res.path)
     assert run.manifest["extra"]["driver"] == "model-megha"
-    assert run.manifest["extra"]["megha_cell"]["frontend"] == frontend
+    assert run.manifest["extra"]["model_cell"]["frontend"] == frontend
     assert list(run.ticks["t_s"]) == [60.0, 120.0, 180.0, 240.0, 300.0]
     a = run.allocations(["outcome", "frontend", "total_ms"])
     placed = a["outcome"] == "placed"
@@ -175,8 +175,10 @@ def test_a_bad_profile_window_is_refused(tmp_path, capsys, window, named):
     assert named in capsys.readouterr().err and not (tmp_path / "p").exists()
 
 
-def test_profile_window_is_refused_for_the_megha_model_cell(tmp_path):
-    sc = load_scenario(REPO / "scenarios" / "megha-10k.toml", ["cell.nodes=60", "policy.san.enabled=false"])
-    with pytest.raises(errors.FailedPrecondition, match="--profile"):
-        run_scenario(sc, tmp_path / "m", progress=None, profile=(0.0, 60.0))
-    assert not (tmp_path / "m").exists()
+def test_profile_window_works_for_every_front_end_of_the_one_model_cell(tmp_path):
+    """One model cell for every front-end: a Megha scenario profiles its window like a MASB one."""
+    sc = load_scenario(REPO / "scenarios" / "megha-10k.toml",
+                       ["cell.nodes=60", "policy.san.enabled=false", "run.duration_s=600"])
+    run_scenario(sc, tmp_path / "m", progress=None, report=False, profile=(60.0, 300.0))
+    prof = json.loads((tmp_path / "m" / "profile.json").read_text())
+    assert (prof["from_s"], prof["to_s"]) == (60.0, 300.0) and prof["cpu_s"] > 0
