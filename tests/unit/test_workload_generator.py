@@ -26,12 +26,8 @@ from cellbed.workload.events import (
     UpdateTaskUsedResources,
     constraints_match,
 )
-from cellbed.workload.generator import (
-    GeneratorConfig,
-    WorkloadGenerator,
-    _beta_cdf,
-    generate,
-)
+from cellbed.workload.generator import GeneratorConfig, WorkloadGenerator, generate
+from cellbed.workload.genmath import beta_cdf
 
 HOUR_US = 3600 * 1_000_000
 NODES = 2000
@@ -499,7 +495,7 @@ def test_every_config_field_is_documented_with_a_source_or_recon():
 
 @pytest.mark.parametrize("x", [0.0, 0.01, 0.3, 0.5, 0.9, 1.0])
 def test_beta_cdf_matches_closed_forms(x):
-    assert _beta_cdf(x, 1.0, 1.0) == pytest.approx(x)  # uniform
-    assert _beta_cdf(x, 3.0, 1.0) == pytest.approx(x ** 3)  # I_x(a, 1) = x^a
-    assert _beta_cdf(x, 1.0, 2.5) == pytest.approx(1 - (1 - x) ** 2.5)  # I_x(1, b) = 1 - (1-x)^b
-    assert _beta_cdf(x, 2.0, 2.0) == pytest.approx(3 * x ** 2 - 2 * x ** 3)
+    assert beta_cdf(x, 1.0, 1.0) == pytest.approx(x)  # uniform
+    assert beta_cdf(x, 3.0, 1.0) == pytest.approx(x ** 3)  # I_x(a, 1) = x^a
+    assert beta_cdf(x, 1.0, 2.5) == pytest.approx(1 - (1 - x) ** 2.5)  # I_x(1, b) = 1 - (1-x)^b
+    assert beta_cdf(x, 2.0, 2.0) == pytest.approx(3 * x ** 2 - 2 * x ** 3)
