@@ -28,8 +28,10 @@ from typing import Callable
 import numpy as np
 
 from cellbed.broker.agent import BrokerAgent, BrokerServicer
-from cellbed.controller.megha.gm import GlobalMaster, GlobalMasterServicer
-from cellbed.controller.megha.lm import LocalMaster, LocalMasterServicer
+from cellbed.controller.megha.gm import GlobalMaster
+from cellbed.controller.megha.gm_servicer import GlobalMasterServicer
+from cellbed.controller.megha.lm import LocalMaster
+from cellbed.controller.megha.lm_servicer import LocalMasterServicer
 from cellbed.controller.megha.sampling import (LocalTransport, SamplingScheduler, SamplingSchedulerServicer,
                                                SamplingWorker, SamplingWorkerServicer)
 from cellbed.daemon.agent import NodeAgent

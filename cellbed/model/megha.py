@@ -17,7 +17,7 @@ import numpy as np
 
 from cellbed import assembly
 from cellbed.controller.megha.frontend import MeghaFrontend as GmSubmitter, SamplingFrontend
-from cellbed.controller.megha.lm import ACTIVE
+from cellbed.controller.megha.lm_wire import ACTIVE
 from cellbed.controller.megha.params import GmParams, LmParams
 from cellbed.controller.megha.queues import MemoryQueueStore
 from cellbed.controller.megha.workload import Arrival, node_attributes

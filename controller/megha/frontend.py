@@ -16,8 +16,9 @@ import numpy as np
 
 from cellbed.domain import errors, wire
 from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
-from cellbed.controller.megha.gm import QUEUED, STARTING, GlobalMaster
-from cellbed.controller.megha.lm import task_request, vm_spec
+from cellbed.controller.megha.gm import GlobalMaster
+from cellbed.controller.megha.gm_task import QUEUED, STARTING
+from cellbed.controller.megha.lm_wire import task_request, vm_spec
 from cellbed.controller.megha.sampling import SamplingScheduler
 from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
 

@@ -19,59 +19,28 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import logging
 import math
 from collections import Counter
 
 from cellbed.domain import errors, wire
 from cellbed.policy.megha import fairness
-from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
-from cellbed.controller.megha.lm import state_topic, task_request
+from cellbed.controller.megha.alloc import AllocClock, AllocationRecord
+from cellbed.controller.megha.lm_wire import state_topic, task_request
 from cellbed.controller.megha.params import GmParams
 from cellbed.controller.megha.queues import QueueStore, UserQueues
 from cellbed.policy.megha.view import View
 from cellbed.domain.vm import NAME_RE
-from cellbed.runtime.rpc import handles_errors
-from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg
+from cellbed.v1 import megha_pb2 as mpb
 from cellbed.domain.constraints import Constraint
+from cellbed.controller.megha.gm_task import FINISHED, QUEUED, REJECTED, RUNNING, GmTask
+from cellbed.controller.megha.gm_events import EventsMixin
+from cellbed.controller.megha.gm_view import ViewMixin
+from cellbed.controller.megha.gm_place import PlaceMixin
 
 log = logging.getLogger(__name__)
 
-QUEUED, STARTING, RUNNING = mpb.TASK_STATE_QUEUED, mpb.TASK_STATE_STARTING, mpb.TASK_STATE_RUNNING
-FINISHED, REJECTED = mpb.TASK_STATE_FINISHED, mpb.TASK_STATE_REJECTED
-_LM_DOWN = (errors.Unavailable, errors.FailedPrecondition, errors.DeadlineExceeded)
-
-
-@dataclasses.dataclass
-class GmTask:
-    task: mpb.MeghaTask
-    constraints: tuple[Constraint, ...]
-    cpu: float
-    mem: float
-    clk: AllocClock
-    state: int = QUEUED
-    detail: str = ""
-    placement: mpb.Placement | None = None
-    allocation: mpb.AllocationTime | None = None
-    preemptions: int = 0
-    requeues: int = 0
-    recovered: bool = False
-    inflight: bool = False             # a request for it is out at an LM
-    unsure: set = dataclasses.field(default_factory=set)   # LMs that may hold it (a request timed out)
-    early: mpb.TaskEvent | None = None
-    waiters: list = dataclasses.field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.task.name
-
-    @property
-    def user(self) -> str:
-        return self.task.user
-
-
-class GlobalMaster:
+class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
     def __init__(self, name: str, transport, clock, *, lms: dict[str, list[str]],
                  queues: list[fairness.QueueConfig], store: QueueStore, cell: str = "cell",
                  params: GmParams = GmParams(), frontend: str = "megha",
@@ -128,123 +97,6 @@ class GlobalMaster:
             t.cancel()
         await asyncio.gather(*self._tasks, *self._fetching.values(), return_exceptions=True)
         self._tasks.clear()
-
-    def _target(self, lm: str) -> str:
-        inst = self.lm_instances[lm]
-        return inst[self._active[lm] % len(inst)]
-
-    def _failover(self, lm: str) -> None:
-        if len(self.lm_instances[lm]) > 1:
-            self._active[lm] = (self._active[lm] + 1) % len(self.lm_instances[lm])
-            self.counters["lm_failovers"] += 1
-
-    async def _bootstrap(self, lm: str) -> None:
-        """Ask an LM for its hosts and state once (best effort; updates will follow anyway)."""
-        for _ in range(len(self.lm_instances[lm])):
-            try:
-                st = (await self.transport.request(self._target(lm), "LocalMaster/GetState", mpb.GetStateRequest(),
-                                                   timeout=self.params.request_timeout_s)).state
-            except errors.CellbedError as e:
-                log.info("GM %s: no state from %s yet: %s", self.name, self._target(lm), e)
-                self._failover(lm)
-                continue
-            if self.view[lm].apply(st) == "need_hosts":
-                await self._fetch_hosts(lm, st.instance)
-            return
-
-    async def _fetch_hosts(self, lm: str, instance: str = "") -> None:
-        target = instance if instance in self.lm_instances[lm] else self._target(lm)
-        try:
-            h = await self.transport.request(target, "LocalMaster/GetHosts", mpb.GetHostsRequest(),
-                                             timeout=self.params.request_timeout_s)
-        except errors.CellbedError as e:
-            log.info("GM %s: GetHosts from %s failed: %s", self.name, target, e)
-            return
-        v = self.view[lm]
-        v.set_hosts(h.digest, [x.name for x in h.hosts], [x.capacity.cpu_cores for x in h.hosts],
-                    [x.capacity.mem_mib for x in h.hosts], [wire.attributes_from_pb(x.attributes) for x in h.hosts])
-        pend, v.pending_full = v.pending_full, None
-        if pend is not None and pend.hosts_digest == h.digest:
-            self._apply(lm, pend)
-        self.counters["hosts_fetched"] += 1
-
-    async def _recover(self) -> None:
-        """Reload accepted tasks from the store; those an LM already holds are not queued again."""
-        items = self.store.load(self.name)
-        if not items:
-            return
-        tasks = [mpb.MeghaTask.FromString(b) for _, b in items]
-        held: dict[str, tuple[str, mpb.LmTaskRecord]] = {}
-        names = [t.name for t in tasks]
-        for lm in self.view.order:
-            for _ in range(len(self.lm_instances[lm])):
-                try:
-                    r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
-                                                     mpb.FindTasksRequest(names=names),
-                                                     timeout=self.params.request_timeout_s)
-                    for rec in r.found:
-                        held[rec.task.name] = (lm, rec)
-                    break
-                except errors.CellbedError as e:
-                    log.warning("GM %s: recovery: FindTasks on %s failed: %s", self.name, self._target(lm), e)
-                    self._failover(lm)
-        now = self.clock.now()
-        for t in tasks:
-            gt = self._new_task(t, t.arrival_unix_s or now, now)
-            gt.recovered = True
-            found = held.get(t.name)
-            if found is not None:
-                lm, rec = found
-                gt.state = RUNNING if rec.state == mpb.TASK_STATE_RUNNING else STARTING
-                gt.placement = mpb.Placement(lm=lm, host=rec.host, partition=rec.partition,
-                                             repartitioned=rec.logical)
-                self.store.remove(self.name, t.name)
-                self.counters["recovered_placed"] += 1
-            else:
-                self.queues.push(t.user, t.name)
-                self.counters["recovered_queued"] += 1
-        self._work.set()
-
-    # --- view ---------------------------------------------------------------------------------
-    def on_state(self, topic: str, st: mpb.LmState) -> None:
-        if st.lm not in self.view.lms:
-            self.counters["states_unknown_lm"] += 1
-            return
-        self.counters["states_received"] += 1
-        self._apply(st.lm, st)
-
-    def _apply(self, lm: str, st: mpb.LmState) -> None:
-        v = self.view[lm]
-        before_c = v.free_cpu.copy() if st.full and v.ready else None
-        before_m = v.free_mem.copy() if before_c is not None else None
-        usage_before = v.usage
-        r = v.apply(st)
-        if r == "applied":
-            self._gen += 1
-        if r == "need_hosts":
-            if lm not in self._fetching or self._fetching[lm].done():
-                self._fetching[lm] = asyncio.create_task(self._fetch_hosts(lm, st.instance))
-            return
-        if r != "applied":
-            return
-        if st.instance in self.lm_instances[lm]:
-            self._active[lm] = self.lm_instances[lm].index(st.instance)
-        if before_c is not None:
-            freed = bool((v.free_cpu > before_c + 1e-9).any() or (v.free_mem > before_m + 1e-9).any())
-        else:
-            freed = bool(st.full)       # the first full state of this LM
-        if freed:
-            if self.queues.unpark():
-                self._work.set()
-        elif v.usage != usage_before and self.shares and self.params.fairness:
-            under = self._users_under_share()
-            if under and self.queues.unpark(under):
-                self._work.set()
-
-    def _users_under_share(self) -> list[str]:
-        cap_c, cap_m = self.view.capacity()
-        cons = fairness.consumption(self.view.usage(), cap_c, cap_m)
-        return [u for u in self.my_users if cons.get(u, 0.0) < self.shares.get(u, 0.0)]
 
     async def _retry_timer(self) -> None:
         while True:
@@ -402,45 +254,6 @@ class GlobalMaster:
                 log.exception("GM %s: scheduling %s failed; requeued", self.name, gt.name)
                 self._park(gt, "internal error; requeued")
 
-    def _known_to_fail(self, gt: GmTask) -> bool:
-        """A task no smaller than one that just failed, with the same constraints and user, on the
-        same view, fails too: park it without matching again (Borg-style equivalence classes)."""
-        if self._memo_gen != self._gen:
-            self._memo.clear()
-            self._memo_gen = self._gen
-            return False
-        for c, m in self._memo.get((gt.constraints, gt.user), ()):
-            if gt.cpu >= c - 1e-9 and gt.mem >= m - 1e-9:
-                return True
-        return False
-
-    def _remember_failure(self, gt: GmTask) -> None:
-        if self._memo_gen == self._gen:
-            self._memo.setdefault((gt.constraints, gt.user), []).append((gt.cpu, gt.mem))
-
-    async def _resolve_unsure(self, gt: GmTask) -> str:
-        """A request to an LM timed out or broke: did the LM take the task? "placed", "free" (no LM
-        that may hold it does) or "unknown" (one did not answer: keep waiting, never place it twice)."""
-        for lm in sorted(gt.unsure):
-            try:
-                r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
-                                                 mpb.FindTasksRequest(names=[gt.name]),
-                                                 timeout=self.params.request_timeout_s)
-            except errors.CellbedError as e:
-                gt.detail = f"waiting to learn whether LM {lm} took it: {e}"
-                self._failover(lm)
-                return "unknown"
-            if r.found:
-                rec = r.found[0]
-                gt.unsure.clear()
-                gt.state = RUNNING if rec.state == mpb.TASK_STATE_RUNNING else STARTING
-                gt.placement = mpb.Placement(lm=lm, host=rec.host, partition=rec.partition, repartitioned=rec.logical)
-                self.store.remove(self.name, gt.name)
-                self.counters["found_after_timeout"] += 1
-                return "placed"
-            gt.unsure.discard(lm)
-        return "free"
-
     async def _schedule(self, gt: GmTask) -> None:
         gt.clk.dequeue(self.clock.now())
         if gt.unsure:
@@ -477,220 +290,6 @@ class GlobalMaster:
             if self._gen == gen0:
                 self._remember_failure(gt)
         self._park(gt, gt.detail)
-
-    def _park(self, gt: GmTask, detail: str) -> None:
-        gt.state, gt.detail = QUEUED, detail
-        gt.clk.requeue(self.clock.now())
-        gt.requeues += 1
-        self.queues.park(gt.user, gt.name)
-        self.counters["requeued"] += 1
-
-    async def _place(self, gt: GmTask, kind: str, lm: str, host: str = "", victim: str = "") -> str:
-        """One request to an LM: "ok", "refused" (inconsistency; state applied) or "lm_down"."""
-        now = self.clock.now()
-        if kind == "launch":
-            method, req = "Launch", mpb.LaunchRequest(task=gt.task, gm=self.name, host=host, sent_unix_s=now)
-        elif kind == "repartition":
-            method, req = "Repartition", mpb.RepartitionRequest(task=gt.task, gm=self.name, host=host, sent_unix_s=now)
-        else:
-            method, req = "Preempt", mpb.PreemptRequest(task=gt.task, gm=self.name, victim_user=victim, sent_unix_s=now)
-        target = self._target(lm)
-        self.counters[f"{kind}_requests"] += 1
-        gt.inflight = True
-        try:
-            resp = await self.transport.request(target, f"LocalMaster/{method}", req,
-                                                timeout=self.params.request_timeout_s)
-        except _LM_DOWN as e:
-            gt.inflight = False
-            if not isinstance(e, errors.FailedPrecondition):   # a standby's refusal accepted nothing
-                gt.unsure.add(lm)                               # the LM may have taken it: ask before placing elsewhere
-            gt.clk.failed_attempt(self.clock.now() - now, 0.0, 0.0)
-            gt.detail = f"LM {lm} ({target}) unavailable: {e}"
-            self.counters["lm_unavailable"] += 1
-            self._failover(lm)
-            return "lm_down"
-        except errors.CellbedError as e:   # a bug or a config mismatch between GM and LM
-            gt.inflight = False
-            gt.clk.failed_attempt(self.clock.now() - now, 0.0, 0.0)
-            gt.detail = f"LM {lm} refused {method}: {e}"
-            self.counters["lm_errors"] += 1
-            log.warning("GM %s: %s %s on %s: %s", self.name, method, gt.name, target, e)
-            return "lm_down"
-        gt.inflight = False
-        rtt = self.clock.now() - now
-        if resp.HasField("state"):
-            self._apply(lm, resp.state)
-        if not resp.ok:
-            tm = resp.timing
-            gt.clk.failed_attempt(rtt, tm.queue_ms / 1000, tm.processing_ms / 1000)
-            gt.detail = f"{lm}: {resp.detail}"
-            self.counters[f"inconsistency_{mpb.Inconsistency.Name(resp.inconsistency).split('_', 1)[1].lower()}"] += 1
-            return "refused"
-        gt.state = STARTING
-        gt.placement = resp.placement
-        gt.detail = ""
-        self.store.remove(self.name, gt.name)
-        pu = self.per_user.setdefault(gt.user, Counter())
-        if kind == "repartition" or resp.placement.repartitioned:
-            self.counters["repartitions"] += 1
-            pu["repartitions"] += 1
-        if kind == "preempt":
-            self.counters["preemptions"] += len(resp.placement.preempted)
-            pu["preemptions"] += len(resp.placement.preempted)
-        self.counters["placed"] += 1
-        pu["placed"] += 1
-        if gt.early is not None:
-            ev, gt.early = gt.early, None
-            if ev.placement.lm and ev.placement.lm != resp.placement.lm:
-                # it started elsewhere meanwhile (a takeover reported a start this GM took for lost):
-                # keep that one, stop this duplicate
-                self.counters["duplicates_stopped"] += 1
-                log.warning("GM %s: %s already runs on %s; stopping its duplicate on %s", self.name, gt.name,
-                            ev.placement.host, resp.placement.host)
-                asyncio.ensure_future(self._stop_duplicate(lm, gt.name))
-            self._started(gt, ev)
-        return "ok"
-
-    async def _stop_duplicate(self, lm: str, name: str) -> None:
-        try:
-            await self.transport.request(self._target(lm), "LocalMaster/StopTask", mpb.StopTaskRequest(name=name),
-                                         timeout=self.params.request_timeout_s)
-        except errors.CellbedError as e:
-            log.warning("GM %s: stopping the duplicate of %s on %s failed: %s", self.name, name, lm, e)
-
-    async def _preempt(self, gt: GmTask) -> bool:
-        """Algorithm 2: under contention, preempt the user with the largest share violation."""
-        cap_c, cap_m = self.view.capacity()
-        usage = self.view.usage()
-        cons = fairness.consumption(usage, cap_c, cap_m)
-        victims = fairness.victims(gt.user, self.shares, cons)
-        if not victims:
-            if cons.get(gt.user, 0.0) >= self.shares.get(gt.user, 0.0):
-                gt.detail = (f"{self.view.why_not(gt.constraints, gt.cpu, gt.mem)}; {gt.user} uses "
-                             f"{cons.get(gt.user, 0.0):.1%} ≥ its share {self.shares.get(gt.user, 0.0):.1%}: no preemption")
-            return False
-        pu = self.per_user.setdefault(gt.user, Counter())
-        asked = 0
-        for victim in victims:
-            lms = [lm for lm in self.view.order if self.view[lm].usage.get(victim)]
-            for lm in lms:
-                if asked >= self.params.max_preempt_lms:
-                    return False
-                asked += 1
-                pu["preemption_attempts"] += 1
-                self.counters["preemption_attempts"] += 1
-                await self.clock.charge("gm_preempt")
-                res = await self._place(gt, "preempt", lm, victim=victim)
-                if res == "ok":
-                    return True
-                self.counters["preemption_failures"] += 1
-        return False
-
-    # --- task events from the LMs ------------------------------------------------------------------------
-    def report_events(self, req: mpb.ReportTaskEventsRequest) -> int:
-        if not self.ready.is_set():
-            raise errors.Unavailable(f"GM {self.name} is recovering its queues; resend the events")
-        for ev in req.events:
-            k = ev.kind
-            gt = self.tasks.get(ev.name)
-            if k == mpb.TASK_EVENT_KIND_STARTED:
-                if gt is None and ev.task.name == ev.name and ev.task.user in self.my_users:
-                    gt = self._new_task(ev.task, ev.task.arrival_unix_s or ev.unix_s, ev.unix_s)  # placed before
-                    gt.state, gt.placement, gt.recovered = STARTING, ev.placement, True         # a restart
-                    self.counters["started_unknown_rebuilt"] += 1
-                if gt is None:
-                    self.counters["events_unknown"] += 1
-                elif gt.state == QUEUED and gt.inflight:
-                    gt.early = ev          # the LM's reply has not been processed yet
-                elif gt.state == QUEUED:   # placed after all (an LM answered UNAVAILABLE, then its standby
-                    self.queues.remove(gt.user, gt.name)     # found the task running): not queued any more
-                    self.store.remove(self.name, gt.name)
-                    gt.placement = ev.placement
-                    self._started(gt, ev)
-                    self.counters["started_while_queued"] += 1
-                elif gt.state == STARTING:
-                    self._started(gt, ev)
-            elif k == mpb.TASK_EVENT_KIND_FINISHED:
-                if gt is not None and gt.state in (STARTING, RUNNING):
-                    gt.state = FINISHED
-                    gt.detail = ev.detail
-                    self._retire(gt)
-                self.counters["finished"] += 1
-            elif k in (mpb.TASK_EVENT_KIND_PREEMPTED, mpb.TASK_EVENT_KIND_FAILED):
-                self._requeue(gt, ev)
-            elif k == mpb.TASK_EVENT_KIND_REJECTED:
-                if gt is not None:
-                    gt.state, gt.detail = REJECTED, ev.detail
-                    self.store.remove(self.name, gt.name)
-                    self._wake(gt)
-                    self._retire(gt)
-                self.counters["rejected"] += 1
-        self._work.set()
-        return len(req.events)
-
-    def _retire(self, gt: GmTask) -> None:
-        self.tasks.pop(gt.name, None)
-        self.done[gt.name] = gt
-        while len(self.done) > 10_000:
-            self.done.popitem(last=False)
-
-    def _wake(self, gt: GmTask) -> None:
-        for f in gt.waiters:
-            if not f.done():
-                f.set_result(None)
-
-    def _started(self, gt: GmTask, ev: mpb.TaskEvent) -> None:
-        tm = ev.timing
-        comm = (tm.comm_in_ms + tm.comm_node_ms) / 1000
-        start = tm.start_unix_s or ev.unix_s
-        clk = gt.clk
-        measured = clk.fq + clk.proc + clk.comm + clk.wq + (tm.queue_ms + tm.processing_ms + tm.worker_queue_ms) / 1000 + comm
-        # Time no interval measured (a GM restart; event-loop delays on a real cell) was spent
-        # waiting in the framework: it counts as framework queueing, so eq. 1 = eq. 2 exactly.
-        unaccounted = (start - clk.arrival) - measured
-        if unaccounted > 0:
-            clk.fq += unaccounted
-        self.counters["unaccounted_ms"] += int(max(0.0, unaccounted) * 1000)
-        rec = record(gt.name, gt.user, self.frontend, clk, start, ev.placement.host or gt.placement.host,
-                     lm_queue=tm.queue_ms / 1000, lm_proc=tm.processing_ms / 1000, comm=comm,
-                     wq=tm.worker_queue_ms / 1000, boot=tm.boot_ms / 1000, lm=ev.placement.lm,
-                     repartitioned=ev.placement.repartitioned, preempted_others=len(ev.placement.preempted),
-                     requeues=gt.requeues)
-        gt.state = RUNNING
-        gt.placement = ev.placement
-        gt.allocation = mpb.AllocationTime(
-            framework_queue_ms=rec.framework_queue_ms, processing_ms=rec.processing_ms,
-            worker_queue_ms=rec.worker_queue_ms, communication_ms=rec.communication_ms, total_ms=rec.total_ms,
-            boot_ms=rec.boot_ms, attempts=rec.attempts, arrival_unix_s=clk.arrival, start_unix_s=start)
-        self.records.append(rec)
-        for fn in self.record_listeners:
-            fn(rec)
-        self._wake(gt)
-
-    def _requeue(self, gt: GmTask | None, ev: mpb.TaskEvent) -> None:
-        preempted = ev.kind == mpb.TASK_EVENT_KIND_PREEMPTED
-        if gt is None:
-            if not ev.task.name or ev.task.user not in self.my_users:
-                self.counters["events_unknown"] += 1
-                return
-            gt = self._new_task(ev.task, self.clock.now(), self.clock.now())
-        elif gt.state == QUEUED:
-            return                                  # a resent event: already requeued
-        now = self.clock.now()
-        gt.task.arrival_unix_s = now                # a new allocation starts now
-        gt.clk = AllocClock(arrival=now, queued_at=now)
-        gt.state, gt.placement, gt.allocation = QUEUED, None, None
-        gt.detail = ev.detail
-        if preempted:
-            gt.preemptions += 1
-            self.per_user.setdefault(gt.user, Counter())["preempted"] += 1
-            self.counters["preempted"] += 1
-        else:
-            self.counters["launch_failures"] += 1
-        self.tasks[gt.name] = gt
-        self.done.pop(gt.name, None)
-        self.store.put(self.name, gt.name, gt.task.SerializeToString())
-        self.queues.push(gt.user, gt.name)
 
     # --- what cellctl shows --------------------------------------------------------------------------
     def get_view(self) -> mpb.GetViewResponse:
@@ -733,40 +332,3 @@ def _base36(n: int) -> str:
         out = digits[r] + out
         if not n:
             return out
-
-
-class GlobalMasterServicer(mpbg.GlobalMasterServicer):
-    """Thin: translate, delegate."""
-
-    def __init__(self, agent: GlobalMaster) -> None:
-        self.agent = agent
-
-    @handles_errors
-    async def Submit(self, request, context):
-        return mpb.SubmitResponse(status=await self.agent.submit(request))
-
-    @handles_errors
-    async def GetTask(self, request, context):
-        if not request.name:
-            raise errors.InvalidArgument("name must be set")
-        if not (math.isfinite(request.wait_s) and 0 <= request.wait_s <= 3600):
-            raise errors.InvalidArgument(f"wait_s={request.wait_s!r} is out of range: allowed 0..3600 s")
-        try:
-            gt = self.agent.find(request.name)
-        except errors.NotFound:
-            return mpb.GetTaskResponse(status=await self.agent.remote_status(request.name))
-        if request.wait_s > 0:
-            await self.agent.wait(gt, request.wait_s)
-        return mpb.GetTaskResponse(status=self.agent.status(gt))
-
-    @handles_errors
-    async def GetView(self, request, context):
-        return self.agent.get_view()
-
-    @handles_errors
-    async def ListQueues(self, request, context):
-        return self.agent.list_queues()
-
-    @handles_errors
-    async def ReportTaskEvents(self, request, context):
-        return mpb.ReportTaskEventsResponse(accepted=self.agent.report_events(request))

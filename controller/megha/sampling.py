@@ -26,7 +26,7 @@ import numpy as np
 
 from cellbed.domain import errors, wire
 from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
-from cellbed.controller.megha.lm import task_request, vm_spec
+from cellbed.controller.megha.lm_wire import task_request, vm_spec
 from cellbed.policy.megha.match import EPS, HostBits
 from cellbed.runtime.rpc import handles_errors
 from cellbed.runtime.transport import _InProcContext

@@ -16,7 +16,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from cellbed.controller.main import Controller
 from cellbed.controller.megha.config import ControllerConfig
-from cellbed.controller.megha.lm import ACTIVE
+from cellbed.controller.megha.lm_wire import ACTIVE
 from tests.conftest import wait_until
 
 CELLCTL = [sys.executable, "-m", "cellbed.cli.main"]

@@ -13,7 +13,7 @@ import pytest
 
 from cellbed.domain import errors, wire
 from cellbed import assembly
-from cellbed.controller.megha.lm import ACTIVE, STANDBY
+from cellbed.controller.megha.lm_wire import ACTIVE, STANDBY
 from cellbed.model.cell import ModelCell
 from cellbed.model.megha import MeghaFront, megha_users
 from cellbed.model.megha import megha_cell as ModelCellConfig

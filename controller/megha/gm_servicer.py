@@ -1,0 +1,46 @@
+"""The GlobalMaster service: a thin translation of gRPC to the GlobalMaster agent."""
+from __future__ import annotations
+
+import math
+
+from cellbed.controller.megha.gm import GlobalMaster
+from cellbed.domain import errors
+from cellbed.runtime.rpc import handles_errors
+from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg
+
+
+class GlobalMasterServicer(mpbg.GlobalMasterServicer):
+    """Thin: translate, delegate."""
+
+    def __init__(self, agent: GlobalMaster) -> None:
+        self.agent = agent
+
+    @handles_errors
+    async def Submit(self, request, context):
+        return mpb.SubmitResponse(status=await self.agent.submit(request))
+
+    @handles_errors
+    async def GetTask(self, request, context):
+        if not request.name:
+            raise errors.InvalidArgument("name must be set")
+        if not (math.isfinite(request.wait_s) and 0 <= request.wait_s <= 3600):
+            raise errors.InvalidArgument(f"wait_s={request.wait_s!r} is out of range: allowed 0..3600 s")
+        try:
+            gt = self.agent.find(request.name)
+        except errors.NotFound:
+            return mpb.GetTaskResponse(status=await self.agent.remote_status(request.name))
+        if request.wait_s > 0:
+            await self.agent.wait(gt, request.wait_s)
+        return mpb.GetTaskResponse(status=self.agent.status(gt))
+
+    @handles_errors
+    async def GetView(self, request, context):
+        return self.agent.get_view()
+
+    @handles_errors
+    async def ListQueues(self, request, context):
+        return self.agent.list_queues()
+
+    @handles_errors
+    async def ReportTaskEvents(self, request, context):
+        return mpb.ReportTaskEventsResponse(accepted=self.agent.report_events(request))

@@ -1,0 +1,63 @@
+"""The LocalMaster service: a thin translation of gRPC to the LocalMaster agent."""
+from __future__ import annotations
+
+from cellbed.controller.megha.lm import LocalMaster
+from cellbed.domain import errors
+from cellbed.runtime.rpc import handles_errors
+from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg
+
+
+class LocalMasterServicer(mpbg.LocalMasterServicer):
+    """Thin: translate, delegate."""
+
+    def __init__(self, agent: LocalMaster) -> None:
+        self.agent = agent
+
+    @handles_errors
+    async def Launch(self, request, context):
+        return await self.agent.launch(request)
+
+    @handles_errors
+    async def Repartition(self, request, context):
+        return await self.agent.repartition(request)
+
+    @handles_errors
+    async def Preempt(self, request, context):
+        return await self.agent.preempt(request)
+
+    @handles_errors
+    async def GetState(self, request, context):
+        self.agent.require_active()
+        return mpb.GetStateResponse(state=self.agent.full_state())
+
+    @handles_errors
+    async def GetHosts(self, request, context):
+        if self.agent.cluster is None:
+            raise errors.Unavailable(f"LM {self.agent.lm} has not discovered its hosts yet")
+        return self.agent.hosts_pb()
+
+    @handles_errors
+    async def ListPartitions(self, request, context):
+        return self.agent.list_partitions()
+
+    @handles_errors
+    async def FindTasks(self, request, context):
+        a = self.agent
+        a.require_active()
+        return mpb.FindTasksResponse(found=[a.record_of(a.cluster.tasks[n]) for n in request.names
+                                            if n in a.cluster.tasks])
+
+    @handles_errors
+    async def StopTask(self, request, context):
+        if not request.name:
+            raise errors.InvalidArgument("name must be set")
+        return mpb.StopTaskResponse(host=await self.agent.stop_task(request.name))
+
+    @handles_errors
+    async def Replicate(self, request, context):
+        return self.agent.replicate(request)
+
+    @handles_errors
+    async def GetRole(self, request, context):
+        a = self.agent
+        return mpb.GetRoleResponse(instance=a.instance, role=a.role, epoch=a.epoch)
