@@ -8,7 +8,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
-    from cellbed.daemon.agent import Reservation, VmEntry
+    from cellbed.daemon.inventory import Reservation, VmEntry
     from cellbed.daemon.config import NodeConfig
 
 

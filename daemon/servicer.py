@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import math
 
-from cellbed.daemon.agent import NodeAgent, VmEntry, spec_from_pb, spec_pb
+from cellbed.daemon.agent import NodeAgent
+from cellbed.daemon.inventory import VmEntry
+from cellbed.domain.wire import spec_from_pb, spec_pb
 from cellbed.domain.vm import DomState, MigrationOptions, TimeoutPolicy
 from cellbed.domain.errors import InvalidArgument
 from cellbed.runtime.rpc import handles_errors

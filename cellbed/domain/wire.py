@@ -1,11 +1,14 @@
 """Conversions between the domain types and their protobuf forms that several services share
-(constraints, attributes, resources). One place, so every service encodes them alike."""
+(constraints, attributes, resources, VM specs). One place, so every service encodes them alike."""
 from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from cellbed.v1 import common_pb2 as cpb
+import math
+
 from cellbed.domain.constraints import AttrValue, Constraint, ConstraintOp
+from cellbed.domain.vm import VmSpec
+from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
 
 
 def _value_pb(v: AttrValue) -> tuple[str, bool]:
@@ -63,3 +66,20 @@ def attributes_from_pb(ps: Iterable[cpb.Attribute]) -> dict[str, AttrValue]:
 
 def resources(cpu_cores: float, mem_mib: float) -> cpb.Resources:
     return cpb.Resources(cpu_cores=cpu_cores, mem_mib=mem_mib)
+
+
+def spec_pb(s: VmSpec) -> pb.VmSpec:
+    inf = math.isinf(s.dirty_mib_s)
+    return pb.VmSpec(name=s.name, mem_mib=s.mem_mib, vcpus=s.vcpus, production=s.production,
+                     priority=s.priority, req_cpu_cores=s.req_cpu_cores, user=s.user,
+                     constraints=constraints_pb(s.constraints),
+                     workload=pb.Workload(cpu_load=s.cpu_load, wss_mib=s.wss_mib,
+                                          dirty_mib_s=0 if inf else s.dirty_mib_s, dirty_max=inf))
+
+
+def spec_from_pb(p: pb.VmSpec) -> VmSpec:
+    w = p.workload
+    return VmSpec(name=p.name, mem_mib=p.mem_mib or 128, vcpus=p.vcpus or 1, cpu_load=w.cpu_load,
+                  wss_mib=w.wss_mib, dirty_mib_s=math.inf if w.dirty_max else w.dirty_mib_s,
+                  production=p.production, priority=p.priority, req_cpu_cores=p.req_cpu_cores,
+                  constraints=constraints_from_pb(p.constraints), user=p.user)

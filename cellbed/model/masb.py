@@ -14,7 +14,7 @@ import random
 from typing import Iterable
 
 from cellbed import assembly
-from cellbed.daemon.agent import spec_pb
+from cellbed.domain.wire import spec_pb
 from cellbed.domain import errors, wire
 from cellbed.domain.constraints import constraints_match
 from cellbed.domain.names import task_name

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from cellbed.daemon.agent import spec_pb
+from cellbed.domain.wire import spec_pb
 from cellbed.daemon.san.config import REASON_NAME
 from cellbed.domain import errors
 from cellbed.policy.masb.choose import Acceptor, order_targets

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import math
 
-from cellbed.daemon.agent import spec_from_pb
+from cellbed.domain.wire import spec_from_pb
 from cellbed.daemon.host_view import HostView
 from cellbed.daemon.san.config import REASON_PB
 from cellbed.domain import wire

@@ -7,7 +7,7 @@ import pytest
 from cellbed import assembly
 from cellbed.domain import errors
 from cellbed.policy.masb.broker_select import BrokerParams
-from cellbed.daemon.agent import spec_pb
+from cellbed.domain.wire import spec_pb
 from cellbed.domain.vm import VmSpec
 from cellbed.daemon.san import SanConfig, SanServicer
 from cellbed.runtime import run_virtual
