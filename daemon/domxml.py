@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import xml.etree.ElementTree as ET
 from xml.sax.saxutils import escape
 
 from cellbed.domain.vm import VmSpec
@@ -99,3 +100,8 @@ def domain_xml(spec: VmSpec, *, accel: str, image: GuestImage, layout: DomainLay
   </devices>
 </domain>
 """
+
+
+def spec_from_metadata(xml: str) -> VmSpec:
+    """The VmSpec in a domain's Cellbed metadata element (ValueError, TypeError or ParseError if unreadable)."""
+    return VmSpec.from_json(ET.fromstring(xml).text or "")

@@ -22,9 +22,9 @@ import libvirtaio
 
 from cellbed.domain import errors
 from cellbed.daemon import domxml
-from cellbed.domain.vm import (DomainSample, DomState, JobProgress, MigrationOptions,
-                                       MigrationStats, ProgressCallback, VmSpec)
-from cellbed.policy.migration.timeout import Action, needs_postcopy_flag, next_action
+from cellbed.domain.vm import (DomainSample, DomState, JobProgress, MigrationOptions, MigrationStats,
+                               ProgressCallback, VmSpec, version_text)
+from cellbed.policy.migration.timeout import Action, JobWatch, needs_postcopy_flag
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +74,6 @@ def classify(err: libvirt.libvirtError, what: str) -> errors.CellbedError:
     return errors.HypervisorError(msg)
 
 
-def _is_no_domain(err: libvirt.libvirtError) -> bool:
-    return err.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN
-
-
 _STATE = {
     libvirt.VIR_DOMAIN_RUNNING: DomState.RUNNING,
     libvirt.VIR_DOMAIN_BLOCKED: DomState.RUNNING,
@@ -117,23 +113,6 @@ def _state(state: int, reason: int) -> tuple[DomState, str]:
     else:
         why = f"reason {reason}"
     return st, why
-
-
-def _version(v: int) -> str:
-    return f"{v // 1_000_000}.{(v // 1000) % 1000}.{v % 1000}"
-
-
-def _progress(st: dict, switched: bool) -> JobProgress:
-    return JobProgress(
-        elapsed_ms=float(st.get("time_elapsed", 0)),
-        data_processed=int(st.get("data_processed", 0)),
-        data_remaining=int(st.get("data_remaining", 0)),
-        data_total=int(st.get("data_total", 0)),
-        memory_iteration=int(st.get("memory_iteration", 0)),
-        memory_dirty_rate=int(st.get("memory_dirty_rate", 0)),
-        memory_bps=int(st.get("memory_bps", 0)),
-        phase="postcopy" if switched else "precopy",
-    )
 
 
 class LibvirtBackend:
@@ -182,7 +161,7 @@ class LibvirtBackend:
             None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None))
         hv = await self._call("getVersion", self.conn.getVersion)
         lib = await self._call("getLibVersion", self.conn.getLibVersion)
-        self._versions = (_version(hv), _version(lib))
+        self._versions = (version_text(hv), version_text(lib))
         os.makedirs(self.layout.channel_dir, exist_ok=True)
         os.makedirs(self.layout.console_dir, exist_ok=True)
         log.info("libvirt %s open: QEMU %s, libvirt %s, accel %s", self.uri, *self._versions, self.accel)
@@ -228,10 +207,10 @@ class LibvirtBackend:
         uuid = dom.UUIDString()
         if uuid not in self._spec_cache:
             try:
-                xml = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domxml.METADATA_NS, 0)
-                self._spec_cache[uuid] = VmSpec.from_json(ET.fromstring(xml).text or "")
+                self._spec_cache[uuid] = domxml.spec_from_metadata(
+                    dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domxml.METADATA_NS, 0))
             except libvirt.libvirtError as e:
-                if _is_no_domain(e):
+                if e.get_error_code() in _NOT_FOUND:
                     raise
                 self._spec_cache[uuid] = None  # not ours: no metadata
             except (ValueError, TypeError, ET.ParseError):
@@ -248,7 +227,7 @@ class LibvirtBackend:
                 spec = self._spec_of(dom)
                 name = dom.name()
             except libvirt.libvirtError as e:
-                if _is_no_domain(e):
+                if e.get_error_code() in _NOT_FOUND:
                     continue
                 raise
             state, reason = _state(st.get("state.state", 0), st.get("state.reason", 0))
@@ -340,112 +319,118 @@ class LibvirtBackend:
             stats.timeout_action = f"aborted after {first.wall_ms:.0f} ms, retried with auto-converge"
         return stats
 
-    async def _migrate_once(self, name: str, dest_uri: str, opts: MigrationOptions,
-                            on_progress: ProgressCallback | None) -> MigrationStats:
-        dom = await self._call(f"lookup {name}", self.conn.lookupByName, name)
+    @staticmethod
+    def _flags(opts: MigrationOptions) -> tuple[int, dict[str, Any], list[str]]:
+        """migrateToURI3's flags and typed parameters for *opts*, and their names for the log line."""
         flags = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER
                  | libvirt.VIR_MIGRATE_PERSIST_DEST | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE)
-        params: dict[str, Any] = {}
         names = ["live", "p2p", "persist-dest", "undefine-source"]
-        if opts.auto_converge:
-            flags |= libvirt.VIR_MIGRATE_AUTO_CONVERGE
-            names.append("auto-converge")
-        if needs_postcopy_flag(opts):
-            flags |= libvirt.VIR_MIGRATE_POSTCOPY
-            names.append("postcopy")
+        par = opts.parallel_connections > 1
+        for on, flag, name in ((opts.auto_converge, libvirt.VIR_MIGRATE_AUTO_CONVERGE, "auto-converge"),
+                               (needs_postcopy_flag(opts), libvirt.VIR_MIGRATE_POSTCOPY, "postcopy"),
+                               (par, libvirt.VIR_MIGRATE_PARALLEL, f"parallel={opts.parallel_connections}"),
+                               (opts.compression, libvirt.VIR_MIGRATE_COMPRESSED, "compressed")):
+            if on:
+                flags |= flag
+                names.append(name)
+        params: dict[str, Any] = {}
         if opts.bandwidth_mib_s:
             params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = int(opts.bandwidth_mib_s)
             names.append(f"bandwidth={opts.bandwidth_mib_s}MiB/s")
-        if opts.parallel_connections > 1:
-            flags |= libvirt.VIR_MIGRATE_PARALLEL
+        if par:
             params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] = int(opts.parallel_connections)
-            names.append(f"parallel={opts.parallel_connections}")
         if opts.compression:
-            flags |= libvirt.VIR_MIGRATE_COMPRESSED
-            params[libvirt.VIR_MIGRATE_PARAM_COMPRESSION] = "zlib" if opts.parallel_connections > 1 else "xbzrle"
-            names.append("compressed")
+            params[libvirt.VIR_MIGRATE_PARAM_COMPRESSION] = "zlib" if par else "xbzrle"
         if opts.max_downtime_ms:
             names.append(f"max-downtime={opts.max_downtime_ms}ms")
+        return flags, params, names
+
+    async def _migrate_once(self, name: str, dest_uri: str, opts: MigrationOptions,
+                            on_progress: ProgressCallback | None) -> MigrationStats:
+        dom = await self._call(f"lookup {name}", self.conn.lookupByName, name)
+        flags, params, names = self._flags(opts)
+        if opts.max_downtime_ms:
             try:
                 await self._call("set max downtime", dom.migrateSetMaxDowntime, int(opts.max_downtime_ms), 0)
             except errors.CellbedError as e:
                 log.debug("setting max downtime before the job failed (%s); will set it during", e)
         log.info("migrate %s -> %s flags=%s", name, dest_uri, ",".join(names))
-
         loop = asyncio.get_running_loop()
         completed: asyncio.Future = loop.create_future()
         self._completed[name] = completed
         t0 = time.monotonic()
         job = loop.run_in_executor(self._pool, dom.migrateToURI3, dest_uri, params, flags)
-        switched = timed_out = downtime_set = retry_auto_converge = False
-        action_taken = ""
+        w = JobWatch()
         try:
-            while True:
-                # Poll faster while a post-copy switch is pending: a short pre-copy pass is easy to miss.
-                period = 0.1 if (opts.postcopy and not switched) else self.progress_period_s
-                done, _ = await asyncio.wait({job}, timeout=period)
-                if done:
-                    break
-                try:
-                    st = await loop.run_in_executor(self._pool, dom.jobStats, 0)
-                except libvirt.libvirtError:
-                    continue  # the job may just have ended
-                if st.get("type", 0) == libvirt.VIR_DOMAIN_JOB_NONE:
-                    continue
-                if opts.max_downtime_ms and not downtime_set:
-                    try:
-                        await loop.run_in_executor(self._pool, dom.migrateSetMaxDowntime,
-                                                   int(opts.max_downtime_ms), 0)
-                        downtime_set = True
-                    except libvirt.libvirtError as e:
-                        log.debug("set max downtime during job: %s", e)
-                prog = _progress(st, switched)
-                if on_progress is not None:
-                    res = on_progress(prog)
-                    if asyncio.iscoroutine(res):
-                        await res
-                d = next_action(opts, prog, time.monotonic() - t0, switched, timed_out)
-                if d.timeout:
-                    timed_out = True
-                    action_taken = f"{d.action.value}: {d.why}"
-                if d.action is Action.SWITCH_POSTCOPY:
-                    log.info("migration of %s: switching to post-copy (%s)", name, d.why)
-                    try:
-                        await loop.run_in_executor(self._pool, dom.migrateStartPostCopy, 0)
-                        switched = True
-                    except libvirt.libvirtError as e:
-                        log.warning("post-copy switch of %s failed: %s", name, e)
-                elif d.action in (Action.ABORT, Action.ABORT_AND_RETRY_AUTO_CONVERGE):
-                    log.warning("migration of %s: %s -> %s", name, d.why, d.action.value)
-                    retry_auto_converge = d.action is Action.ABORT_AND_RETRY_AUTO_CONVERGE
-                    try:
-                        await loop.run_in_executor(self._pool, dom.abortJob)
-                    except libvirt.libvirtError as e:
-                        log.warning("abort of %s failed: %s", name, e)
+            await self._watch(name, dom, job, opts, on_progress, t0, w)
             try:
                 await job
             except libvirt.libvirtError as e:
                 err = classify(e, f"migrate {name} to {dest_uri}")
-                if retry_auto_converge:
+                if w.retry_auto_converge:
                     return MigrationStats(wall_ms=(time.monotonic() - t0) * 1000,
                                           timeout_action=RETRY_MARK, source=str(err))
                 raise errors.MigrationFailed(
                     str(err), aborted=e.get_error_code() == libvirt.VIR_ERR_OPERATION_ABORTED,
-                    timeout_action=action_taken) from e
+                    timeout_action=w.action_taken) from e
             wall_ms = (time.monotonic() - t0) * 1000
             try:
                 params_done = await asyncio.wait_for(asyncio.shield(completed), timeout=5.0)
                 stats = MigrationStats.from_job_stats(params_done, "source JOB_COMPLETED event")
             except asyncio.TimeoutError:
                 stats = await self._dest_completed_stats(name, dest_uri)
-            stats.wall_ms = wall_ms
-            stats.postcopy_switched = switched
-            stats.timeout_action = action_taken
+            stats.wall_ms, stats.postcopy_switched, stats.timeout_action = wall_ms, w.switched, w.action_taken
             return stats
         finally:
             self._completed.pop(name, None)
             if not job.done():
                 job.cancel()
+
+    async def _watch(self, name: str, dom, job, opts: MigrationOptions, on_progress: ProgressCallback | None,
+                     t0: float, w: JobWatch) -> None:
+        """Poll the running job: progress to *on_progress*, and the completion-timeout policy
+        (switch to post-copy, abort, or abort for a retry with auto-converge)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            # Poll faster while a post-copy switch is pending: a short pre-copy pass is easy to miss.
+            period = 0.1 if (opts.postcopy and not w.switched) else self.progress_period_s
+            done, _ = await asyncio.wait({job}, timeout=period)
+            if done:
+                return
+            try:
+                st = await loop.run_in_executor(self._pool, dom.jobStats, 0)
+            except libvirt.libvirtError:
+                continue  # the job may just have ended
+            if st.get("type", 0) == libvirt.VIR_DOMAIN_JOB_NONE:
+                continue
+            if opts.max_downtime_ms and not w.downtime_set:
+                try:
+                    await loop.run_in_executor(self._pool, dom.migrateSetMaxDowntime, int(opts.max_downtime_ms), 0)
+                    w.downtime_set = True
+                except libvirt.libvirtError as e:
+                    log.debug("set max downtime during job: %s", e)
+            prog = JobProgress.from_job_stats(st, w.switched)
+            if on_progress is not None:
+                res = on_progress(prog)
+                if asyncio.iscoroutine(res):
+                    await res
+            await self._apply_policy(name, dom, w.decide(opts, prog, time.monotonic() - t0), w)
+
+    async def _apply_policy(self, name: str, dom, d, w: JobWatch) -> None:
+        loop = asyncio.get_running_loop()
+        if d.action is Action.SWITCH_POSTCOPY:
+            log.info("migration of %s: switching to post-copy (%s)", name, d.why)
+            try:
+                await loop.run_in_executor(self._pool, dom.migrateStartPostCopy, 0)
+                w.switched = True
+            except libvirt.libvirtError as e:
+                log.warning("post-copy switch of %s failed: %s", name, e)
+        elif d.action in (Action.ABORT, Action.ABORT_AND_RETRY_AUTO_CONVERGE):
+            log.warning("migration of %s: %s -> %s", name, d.why, d.action.value)
+            try:
+                await loop.run_in_executor(self._pool, dom.abortJob)
+            except libvirt.libvirtError as e:
+                log.warning("abort of %s failed: %s", name, e)
 
     async def _dest_completed_stats(self, name: str, dest_uri: str) -> MigrationStats:
         def blocking():

@@ -166,6 +166,15 @@ class JobProgress:
     memory_bps: int = 0             # bytes/s
     phase: str = "precopy"
 
+    @classmethod
+    def from_job_stats(cls, st: dict, switched: bool) -> "JobProgress":
+        """From libvirt's running-job statistics (a jobStats dict)."""
+        return cls(elapsed_ms=float(st.get("time_elapsed", 0)), data_processed=int(st.get("data_processed", 0)),
+                   data_remaining=int(st.get("data_remaining", 0)), data_total=int(st.get("data_total", 0)),
+                   memory_iteration=int(st.get("memory_iteration", 0)),
+                   memory_dirty_rate=int(st.get("memory_dirty_rate", 0)), memory_bps=int(st.get("memory_bps", 0)),
+                   phase="postcopy" if switched else "precopy")
+
 
 @dataclasses.dataclass
 class MigrationStats:
@@ -219,3 +228,8 @@ class Hypervisor(Protocol):
     async def abort_migration(self, name: str) -> None: ...
     def channel_path(self, name: str) -> str: ...
     def versions(self) -> tuple[str, str]: ...
+
+
+def version_text(v: int) -> str:
+    """libvirt's integer version (major * 1,000,000 + minor * 1,000 + release) as text."""
+    return f"{v // 1_000_000}.{(v // 1000) % 1000}.{v % 1000}"

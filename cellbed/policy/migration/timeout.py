@@ -48,3 +48,24 @@ def next_action(opts: MigrationOptions, progress: JobProgress, elapsed_s: float,
             return Decision(Action.ABORT_AND_RETRY_AUTO_CONVERGE, why, timeout=True)
         return Decision(Action.ABORT, why, timeout=True)
     return Decision(Action.CONTINUE)
+
+
+@dataclasses.dataclass
+class JobWatch:
+    """What the backend's polling of one migration job has seen and done: the inputs of
+    :func:`next_action` and what the record says about the timeout."""
+
+    switched: bool = False             # post-copy has started
+    timed_out: bool = False
+    downtime_set: bool = False         # the max-downtime limit has reached the running job
+    retry_auto_converge: bool = False  # aborted so that the backend retries with auto-converge
+    action_taken: str = ""
+
+    def decide(self, opts: MigrationOptions, progress: JobProgress, elapsed_s: float) -> Decision:
+        d = next_action(opts, progress, elapsed_s, self.switched, self.timed_out)
+        if d.timeout:
+            self.timed_out = True
+            self.action_taken = f"{d.action.value}: {d.why}"
+        if d.action in (Action.ABORT, Action.ABORT_AND_RETRY_AUTO_CONVERGE):
+            self.retry_auto_converge = d.action is Action.ABORT_AND_RETRY_AUTO_CONVERGE
+        return d
