@@ -19,6 +19,7 @@ from cellbed.daemon.guest_channel import FaultReport, GuestStatus, IntegrityRepo
 from cellbed.domain.vm import (MODEL_LIMITS, DomainSample, DomState, MigrationOptions, MigrationStats,
                                        VmSpec)
 from cellbed.policy.migration.cost import MIB, PrecopyParams, precopy
+from cellbed.daemon.guest_channel import GuestTimeout
 
 
 @dataclasses.dataclass
@@ -89,7 +90,6 @@ class ModelGuest:
     def _task(self) -> ModelTask:
         t = self.hv.tasks.get(self.name)
         if t is None or t.state is not DomState.RUNNING:
-            from cellbed.daemon.guest_channel import GuestTimeout
             raise GuestTimeout(f"model guest {self.name} is not running on {self.hv.host}")
         return t
 

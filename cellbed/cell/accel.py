@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from cellbed.domain.errors import InvalidArgument
+from cellbed.domain.errors import FailedPrecondition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,7 +23,6 @@ def probe(requested: str = "auto", *, cpuinfo_path: str = "/proc/cpuinfo",
           kvm_dev: str = "/dev/kvm", sys_module: str = "/sys/module") -> AccelChoice:
     """Return the accelerator to use for *requested* in {"auto", "kvm", "tcg"}."""
     if requested not in ("auto", "kvm", "tcg"):
-        from cellbed.domain.errors import InvalidArgument
         raise InvalidArgument(f"accel={requested!r}: allowed auto, kvm, tcg")
     if requested == "tcg":
         return AccelChoice("tcg", "requested tcg")
@@ -46,6 +47,5 @@ def probe(requested: str = "auto", *, cpuinfo_path: str = "/proc/cpuinfo",
     if not dev:
         why.append("no /dev/kvm")
     if requested == "kvm":
-        from cellbed.domain.errors import FailedPrecondition
         raise FailedPrecondition("accel=kvm requested but KVM is unusable: " + "; ".join(why))
     return AccelChoice("tcg", "fell back to TCG: " + "; ".join(why))

@@ -208,7 +208,7 @@ migration_port_max = 49215
             f.write(content)
 
 
-def _health_ok(target: str, timeout: float = 2.0, service: str = "cellbed.v1.NodeAgent") -> bool:
+def health_ok(target: str, timeout: float = 2.0, service: str = "cellbed.v1.NodeAgent") -> bool:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     try:
@@ -292,7 +292,7 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
             pending["broker ba1"] = f"{plan.bridge_address}:{BROKER_PORT}"
         while pending:
             for hn, target in list(pending.items()):
-                if _health_ok(target, service="cellbed.v1.BrokerAgent" if hn.startswith("broker") else
+                if health_ok(target, service="cellbed.v1.BrokerAgent" if hn.startswith("broker") else
                               "cellbed.v1.NodeAgent"):
                     del pending[hn]
             if pending and time.monotonic() > deadline:

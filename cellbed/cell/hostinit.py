@@ -19,6 +19,8 @@ import sys
 import time
 
 from cellbed.cell.procs import proc_identity
+from cellbed.cell.ssh import run_bare, start_sshd
+from cellbed.cell.ssh import mount_private
 
 
 def _bind(src: str, dst: str) -> None:
@@ -29,7 +31,6 @@ def setup_mounts(hd: dict) -> None:
     root = hd["dir"]
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run"], check=True)
     if hd.get("overlays"):   # a bare host, provisioned over SSH (cellbed/cell/ssh.py)
-        from cellbed.cell.ssh import mount_private
         mount_private(hd["overlays"], hd.get("keep_shared", []))
     for sub, target in (("etc-libvirt", "/etc/libvirt"), ("var-lib-libvirt", "/var/lib/libvirt"),
                         ("var-log-libvirt", "/var/log/libvirt"), ("var-cache-libvirt", "/var/cache/libvirt")):
@@ -75,7 +76,6 @@ def main() -> None:
 
     sshd: subprocess.Popen | None = None
     if hd.get("sshd"):   # cellctl cell up --ssh: an sshd on this host's address, in its cgroup
-        from cellbed.cell.ssh import run_bare, start_sshd
         sshd = start_sshd(hd, os.path.join(logs, "sshd.log"), preexec_fn=join_cgroup)
         pids["sshd"] = proc_identity(sshd.pid)
         save()

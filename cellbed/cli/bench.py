@@ -8,7 +8,7 @@ import os
 import statistics
 
 from cellbed.domain import errors
-from cellbed.cli.main import OUTCOME_NAMES, emit, migrate, msg_dict, table
+from cellbed.cli.common import OUTCOME_NAMES, emit, migrate, msg_dict, table
 from cellbed.v1 import node_pb2 as pb
 
 CSV_FIELDS = ["mem_mib", "wss_mib", "dirty_mib_s", "bandwidth_mib_s", "max_downtime_ms", "postcopy", "repeat",

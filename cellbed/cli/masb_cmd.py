@@ -2,20 +2,17 @@
 recent negotiations on each host)."""
 from __future__ import annotations
 
+from cellbed.cli import common
+
 import asyncio
 import time
 
 from cellbed.domain import errors
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
-from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb
-
-ASR_NAMES = {v: k.replace("ASR_CLASS_", "") for k, v in cpb.AsrClass.items()}
+from cellbed.v1 import masb_pb2 as mpb
 
 
-def _main():
-    from cellbed.cli import main as m   # late: main imports this module
-    return m
 
 
 def _transport() -> GrpcTransport:
@@ -23,10 +20,9 @@ def _transport() -> GrpcTransport:
 
 
 async def cmd_broker_cache(args) -> None:
-    m = _main()
     target = args.broker
     if not target:
-        target = m.Cell(args).state.get("broker", "")
+        target = common.Cell(args).state.get("broker", "")
         if not target:
             raise errors.NotFound(f"cell {args.cell} runs no broker (start it with `cellctl cell up --san`), "
                                   "or give --broker HOST:PORT")
@@ -39,16 +35,15 @@ async def cmd_broker_cache(args) -> None:
              "cpu_cap": f"{e.report.capacity.cpu_cores:.2f}", "mem_cap": f"{e.report.capacity.mem_mib:.0f}",
              "cpu_used": f"{e.report.used.cpu_cores:.2f}", "mem_used": f"{e.report.used.mem_mib:.0f}",
              "cpu_req": f"{e.report.requested.cpu_cores:.2f}", "tasks": e.report.task_count,
-             "class": ASR_NAMES.get(e.report.asr_class, "?")} for e in r.entries]
+             "class": common.ASR_NAMES.get(e.report.asr_class, "?")} for e in r.entries]
     text = (f"broker {r.broker}: {len(r.entries)} node(s), expiry {r.node_expiry_s:g} s\n"
-            + m.table(rows, ["node", "age_s", "cpu_cap", "mem_cap", "cpu_used", "mem_used", "cpu_req", "tasks", "class"])
+            + common.table(rows, ["node", "age_s", "cpu_cap", "mem_cap", "cpu_used", "mem_used", "cpu_req", "tasks", "class"])
             + "\ncounters: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items())))
-    m.emit(args, m.msg_dict(r), text)
+    common.emit(args, common.msg_dict(r), text)
 
 
 async def cmd_san(args) -> None:
-    m = _main()
-    c = m.Cell(args)
+    c = common.Cell(args)
     t = _transport()
 
     async def one(h):
@@ -68,13 +63,13 @@ async def cmd_san(args) -> None:
             lines.append(f"{h}: {r}")
             data.append({"host": h, "error": str(r)})
             continue
-        data.append(m.msg_dict(r))
+        data.append(common.msg_dict(r))
         rows = [{"san_id": n.san_id, "vm": n.vm, "state": n.state, "target": n.target,
                  "started": time.strftime("%H:%M:%S", time.localtime(n.started_unix_s)),
                  "steps": " > ".join(s.kind for s in n.steps)} for n in r.negotiations]
         lines.append(f"{h}: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items())))
-        lines.append(m.table(rows, ["san_id", "vm", "state", "target", "started", "steps"]))
-    m.emit(args, data, "\n".join(lines))
+        lines.append(common.table(rows, ["san_id", "vm", "state", "target", "started", "steps"]))
+    common.emit(args, data, "\n".join(lines))
 
 
 def register(sub) -> None:

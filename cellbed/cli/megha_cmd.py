@@ -5,6 +5,8 @@ or ./controller.toml), or named directly with --gm / --lm HOST:PORT.
 """
 from __future__ import annotations
 
+from cellbed.cli import common
+
 import argparse
 import math
 import os
@@ -15,6 +17,7 @@ from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
 from cellbed.domain.constraints import Constraint, ConstraintOp
+from cellbed.controller.megha.config import ControllerConfig
 
 STATE = {v: k.replace("TASK_STATE_", "") for k, v in mpb.TaskState.items()}
 ROLE = {v: k.replace("LM_ROLE_", "").lower() for k, v in mpb.LmRole.items()}
@@ -22,10 +25,6 @@ _CONSTRAINT = re.compile(r"^([A-Za-z0-9_.:-]+)\s*(!=|=|<|>)\s*(.*)$")
 _OPS = {"=": ConstraintOp.EQUAL, "!=": ConstraintOp.NOT_EQUAL, "<": ConstraintOp.LESS_THAN,
         ">": ConstraintOp.GREATER_THAN}
 
-
-def _main():
-    from cellbed.cli import main as m   # late: main imports this module
-    return m
 
 
 def parse_constraint(text: str) -> Constraint:
@@ -48,7 +47,6 @@ class Targets:
         self.cfg = None
         path = getattr(args, "controller", "") or os.environ.get("CELLBED_CONTROLLER", "") or "controller.toml"
         if os.path.exists(path):
-            from cellbed.controller.megha.config import ControllerConfig
             self.cfg = ControllerConfig.load(path)
         self.path = path
         self.t = GrpcTransport(lambda n: n, RealClock())
@@ -105,7 +103,6 @@ def status_text(s: mpb.TaskStatus) -> str:
 
 
 async def cmd_submit(args) -> None:
-    m = _main()
     for name, v, unit in (("--cpu", args.cpu, "cores"), ("--mem", args.mem, "MiB")):
         if not (math.isfinite(v) and v > 0):
             raise errors.InvalidArgument(f"{name}={v!r} is out of range: allowed > 0 {unit}")
@@ -121,11 +118,10 @@ async def cmd_submit(args) -> None:
                           mpb.SubmitRequest(task=task, wait_s=args.wait_s), timeout=args.wait_s + 15)
     finally:
         await tg.close()
-    m.emit(args, m.msg_dict(r.status), status_text(r.status))
+    common.emit(args, common.msg_dict(r.status), status_text(r.status))
 
 
 async def cmd_task(args) -> None:
-    m = _main()
     tg = Targets(args)
     try:
         last = None
@@ -133,7 +129,7 @@ async def cmd_task(args) -> None:
             try:
                 r = await tg.call(addr, "GlobalMaster/GetTask", mpb.GetTaskRequest(name=args.name, wait_s=args.wait_s),
                                   timeout=args.wait_s + 10)
-                m.emit(args, m.msg_dict(r.status), status_text(r.status))
+                common.emit(args, common.msg_dict(r.status), status_text(r.status))
                 return
             except errors.NotFound as e:
                 last = e
@@ -143,13 +139,12 @@ async def cmd_task(args) -> None:
 
 
 async def cmd_gm_view(args) -> None:
-    m = _main()
     tg = Targets(args)
     out, texts = [], []
     try:
         for name, addr in tg.gms()[: None if args.all else 1]:
             v = await tg.call(addr, "GlobalMaster/GetView", mpb.GetViewRequest())
-            out.append(m.msg_dict(v))
+            out.append(common.msg_dict(v))
             rows = []
             for lm in v.lms:
                 for p in lm.partitions:
@@ -160,16 +155,15 @@ async def cmd_gm_view(args) -> None:
                                  "cap_cpu": f"{p.capacity.cpu_cores:.2f}", "free_mem": f"{p.free.mem_mib:.0f}",
                                  "cap_mem": f"{p.capacity.mem_mib:.0f}"})
             texts.append(f"GM {v.gm}: view of {len(v.lms)} LM(s)\n"
-                         + m.table(rows, ["lm", "instance", "epoch", "staleness_s", "partition", "nodes", "logical",
+                         + common.table(rows, ["lm", "instance", "epoch", "staleness_s", "partition", "nodes", "logical",
                                           "free_cpu", "cap_cpu", "free_mem", "cap_mem"])
                          + "\ncounters: " + ", ".join(f"{k}={x}" for k, x in sorted(v.counters.items())))
     finally:
         await tg.close()
-    m.emit(args, out if len(out) > 1 else out[0], "\n\n".join(texts))
+    common.emit(args, out if len(out) > 1 else out[0], "\n\n".join(texts))
 
 
 async def cmd_lm_partitions(args) -> None:
-    m = _main()
     tg = Targets(args)
     out, texts = [], []
     try:
@@ -185,21 +179,20 @@ async def cmd_lm_partitions(args) -> None:
                     r = cand
             if r is None:
                 raise err
-            out.append(m.msg_dict(r))
+            out.append(common.msg_dict(r))
             rows = [{"partition": p.gm, "host": s.host, "node": f"N' ({s.task})" if s.logical else "N",
                      "cap_cpu": f"{s.capacity.cpu_cores:.2f}", "used_cpu": f"{s.used.cpu_cores:.2f}",
                      "cap_mem": f"{s.capacity.mem_mib:.0f}", "used_mem": f"{s.used.mem_mib:.0f}", "tasks": s.tasks}
                     for p in r.partitions for s in p.slices]
             texts.append(f"LM {r.lm}: instance {r.instance} ({ROLE.get(r.role, '?')}, epoch {r.epoch})\n"
-                         + m.table(rows, ["partition", "host", "node", "cap_cpu", "used_cpu", "cap_mem", "used_mem", "tasks"])
+                         + common.table(rows, ["partition", "host", "node", "cap_cpu", "used_cpu", "cap_mem", "used_mem", "tasks"])
                          + "\ncounters: " + ", ".join(f"{k}={x}" for k, x in sorted(r.counters.items())))
     finally:
         await tg.close()
-    m.emit(args, out, "\n\n".join(texts))
+    common.emit(args, out, "\n\n".join(texts))
 
 
 async def cmd_queues(args) -> None:
-    m = _main()
     tg = Targets(args)
     merged: dict[str, mpb.QueueInfo] = {}
     cap = None
@@ -216,10 +209,10 @@ async def cmd_queues(args) -> None:
              "usage": f"{q.usage_share:.1%}", "cpu": f"{q.usage.cpu_cores:.2f}", "mem_mib": f"{q.usage.mem_mib:.0f}",
              "placed": q.placed, "preempted": q.preempted, "preempt_attempts": q.preemption_attempts,
              "preemptions": q.preemptions, "repartitions": q.repartitions} for q in merged.values()]
-    text = (m.table(rows, ["user", "share", "gm", "queued", "running", "usage", "cpu", "mem_mib", "placed", "preempted",
+    text = (common.table(rows, ["user", "share", "gm", "queued", "running", "usage", "cpu", "mem_mib", "placed", "preempted",
                            "preempt_attempts", "preemptions", "repartitions"])
             + (f"\ncell capacity {cap.cpu_cores:.2f} cores, {cap.mem_mib:.0f} MiB" if cap is not None else ""))
-    m.emit(args, [m.msg_dict(q) for q in merged.values()], text)
+    common.emit(args, [common.msg_dict(q) for q in merged.values()], text)
 
 
 def _common(p, gm: bool = True, lm: bool = False) -> None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from cellbed.experiment.report import write_report
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers) -> None:
+    """Add this sub-command to *subparsers* (what ArgumentParser.add_subparsers returned)."""
     """Add the ``report`` command to cellctl's subparsers."""
     p = subparsers.add_parser(
         "report", help="report.md + PNG plots for a results folder, or a comparison of several",
@@ -22,7 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from cellbed.experiment.report import write_report
 
     md = write_report(args.dirs, args.out)
     written = sorted(str(p) for p in Path(md).parent.iterdir() if p.suffix in (".md", ".png", ".json", ".csv")

@@ -11,9 +11,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from cellbed.experiment.scenario import load_scenario
+from cellbed.experiment.runner import run_scenario
+from cellbed.experiment.profiling import parse_window
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers) -> None:
+    """Add this sub-command to *subparsers* (what ArgumentParser.add_subparsers returned)."""
     """Add the ``run`` command to cellctl's subparsers."""
     p = subparsers.add_parser(
         "run", help="run a scenario (model or real cell) into a results folder with its report",
@@ -34,13 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from cellbed.experiment.runner import run_scenario
-    from cellbed.experiment.scenario import load_scenario
 
     sc = load_scenario(args.scenario, args.overrides)
     window = None
     if args.profile:
-        from cellbed.experiment.profiling import parse_window
         window = parse_window(args.profile)
     out = Path(args.out) if args.out else Path("results") / f"{sc.run.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     res = run_scenario(sc, out, progress=None if args.quiet else sys.stderr, overwrite=args.overwrite,

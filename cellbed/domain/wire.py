@@ -9,6 +9,7 @@ import math
 from cellbed.domain.constraints import AttrValue, Constraint, ConstraintOp
 from cellbed.domain.vm import VmSpec
 from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
+from cellbed.domain.errors import InvalidArgument
 
 
 def _value_pb(v: AttrValue) -> tuple[str, bool]:
@@ -31,7 +32,6 @@ def constraint_pb(c: Constraint) -> cpb.Constraint:
 
 
 def constraint_from_pb(p: cpb.Constraint) -> Constraint:
-    from cellbed.domain.errors import InvalidArgument
     if not p.attribute:
         raise InvalidArgument("constraint.attribute must be set")
     if p.op == cpb.CONSTRAINT_OP_UNSPECIFIED or p.op - 1 not in ConstraintOp._value2member_map_:

@@ -17,6 +17,7 @@ from google.protobuf import descriptor_pool, message_factory
 
 from cellbed.domain import errors
 from cellbed.runtime.transport import Subscriber, error_for
+from cellbed.runtime.transport import topic_matches
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,6 @@ class GrpcTransport:
             self._mqtt_task = asyncio.create_task(self._mqtt(), name="mqtt-transport")
 
     async def _mqtt(self) -> None:
-        from cellbed.runtime.transport import topic_matches
         backoff = 0.5
         while True:
             try:

@@ -12,6 +12,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cellbed.domain import errors
+from cellbed.runtime.transport import error_for
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,6 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
 
 def from_rpc_error(exc: grpc.aio.AioRpcError, what: str) -> errors.CellbedError:
     """Map a client-side RPC error back onto the project's hierarchy."""
-    from cellbed.runtime.transport import error_for
     return error_for(exc.code(), f"{what}: {exc.details()}")
 
 

@@ -116,6 +116,9 @@ class InProcNetwork:
     def set_down(self, name: str, down: bool = True) -> None:
         (self._down.add if down else self._down.discard)(name)
 
+    def is_down(self, name: str) -> bool:
+        return name in self._down
+
     def transport(self, name: str) -> "InProcTransport":
         return InProcTransport(self, name)
 
@@ -124,7 +127,7 @@ class InProcNetwork:
             return self.latency_s + self.jitter_s * self.rng.random()
         return self.latency_s
 
-    async def _deliver(self, src: str, target: str, method: str, msg: Any, timeout: float) -> Any:
+    async def deliver(self, src: str, target: str, method: str, msg: Any, timeout: float) -> Any:
         self.stats.requests += 1
         service, _, rpc = method.partition("/")
         d = self._delay()
@@ -156,13 +159,13 @@ class InProcNetwork:
         return reply
 
     # --- pub/sub ---------------------------------------------------------------------
-    def _subscribe(self, topic: str, fn: Subscriber) -> None:
+    def subscribe(self, topic: str, fn: Subscriber) -> None:
         if "+" in topic or "#" in topic:
             self._wild.append((topic, fn))
         else:
             self._exact.setdefault(topic, []).append(fn)
 
-    def _publish(self, topic: str, msg: Any) -> None:
+    def publish(self, topic: str, msg: Any) -> None:
         self.stats.published += 1
         targets = list(self._exact.get(topic, ()))
         targets += [fn for pat, fn in self._wild if topic_matches(pat, topic)]
@@ -185,15 +188,15 @@ class InProcTransport:
         self.net, self.name = net, name
 
     async def request(self, target: str, method: str, msg: Any, timeout: float = 10.0) -> Any:
-        return await self.net._deliver(self.name, target, method, msg, timeout)
+        return await self.net.deliver(self.name, target, method, msg, timeout)
 
     def publish(self, topic: str, msg: Any) -> None:
-        if self.name in self.net._down:
+        if self.net.is_down(self.name):
             return
-        self.net._publish(topic, msg)
+        self.net.publish(topic, msg)
 
     def subscribe(self, topic: str, fn: Subscriber, msg_type: type | None = None) -> None:
-        self.net._subscribe(topic, fn)
+        self.net.subscribe(topic, fn)
 
     async def close(self) -> None:
         return None

@@ -21,6 +21,7 @@ from cellbed.controller.megha.gm_task import QUEUED, STARTING
 from cellbed.controller.megha.lm_wire import task_request, vm_spec
 from cellbed.controller.megha.sampling import SamplingScheduler
 from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+from cellbed.v1 import masb_pb2
 
 FRONTEND_NAMES = ("megha", "central", "sampling", "masb")
 
@@ -102,7 +103,6 @@ class MasbFrontend:
     receive stamp. The front-end stops each task after its duration (StopVm)."""
 
     def __init__(self, transport, clock, brokers: list[str], rng: np.random.Generator, name: str = "masb") -> None:
-        from cellbed.v1 import masb_pb2
         self._mpb = masb_pb2
         self.name = name
         self.transport, self.clock, self.rng = transport, clock, rng

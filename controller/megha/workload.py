@@ -19,6 +19,8 @@ from cellbed.domain import wire
 from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
 from cellbed.domain.constraints import Constraint, ConstraintOp
 from cellbed.workload.generator import DEFAULT_ATTRIBUTE_PROBS, attribute_name
+from cellbed.domain.errors import check_range
+from cellbed.domain.errors import InvalidArgument
 
 COMMON_ATTRS = 18          # the first 18 of the 21 are common; the last three are rare (< 1%)
 
@@ -51,7 +53,6 @@ class ArrivalConfig:
     user_weights: tuple[float, ...] = ()          # empty: jobs go to users round-robin
 
     def validate(self) -> "ArrivalConfig":
-        from cellbed.domain.errors import check_range
         check_range("duration_s", self.duration_s, 0.0, 1e7, "s")
         check_range("job_rate_per_s", self.job_rate_per_s, 1e-6, 1e6, "jobs/s")
         check_range("task_min_s", self.task_min_s, 0.0, self.task_max_s, "s")
@@ -59,7 +60,6 @@ class ArrivalConfig:
                               ("cpu_cores", self.cpu_cores, self.cpu_weights),
                               ("mem_mib", self.mem_mib, self.mem_weights)):
             if len(vals) != len(w) or not vals:
-                from cellbed.domain.errors import InvalidArgument
                 raise InvalidArgument(f"{name} and its weights must have the same, non-zero length")
         return self
 
