@@ -16,7 +16,7 @@ from cellbed.runtime.clock import Clock
 from cellbed.runtime.decisions import DecisionLog
 from cellbed.runtime.rpc import handles_errors
 from cellbed.runtime.transport import Transport
-from cellbed.v1 import masb_pb2 as mpb, masb_pb2_grpc as mpbg, node_pb2 as pb
+from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg, node_pb2 as npb
 from cellbed.broker.cache import NodeCache
 from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, rus_ok
 
@@ -25,7 +25,7 @@ ALLOCATE_TRIES = 3
 """AllocateTask launches on the best node, then on the next ones if they refuse, up to this many."""
 
 
-def task_vectors(t: mpb.TaskInfo) -> tuple[np.ndarray, np.ndarray]:
+def task_vectors(t: masbpb.TaskInfo) -> tuple[np.ndarray, np.ndarray]:
     used = np.array([t.used.cpu_cores, t.used.mem_mib], dtype=float)
     req = np.array([t.requested.cpu_cores, t.requested.mem_mib], dtype=float)
     for name, v in (("task.used", used), ("task.requested", req)):
@@ -56,7 +56,7 @@ class BrokerAgent:
 
     async def start(self, subscribe: bool = True) -> None:
         if subscribe:
-            self.transport.subscribe(report_topic(self.cell), self.on_report, mpb.NodeReport)
+            self.transport.subscribe(report_topic(self.cell), self.on_report, masbpb.NodeReport)
         self._tasks.append(asyncio.create_task(self._housekeeping(), name=f"{self.name}-housekeeping"))
 
     async def stop(self) -> None:
@@ -66,7 +66,7 @@ class BrokerAgent:
         self.decisions.close()
 
     # --- cache --------------------------------------------------------------------------
-    def on_report(self, topic: str, r: mpb.NodeReport) -> None:
+    def on_report(self, topic: str, r: masbpb.NodeReport) -> None:
         self.counters["reports"] += 1
         if self.cache.update(r):
             self.counters["reports_stored"] += 1
@@ -88,7 +88,7 @@ class BrokerAgent:
 
     async def sync_with(self, peer: str) -> int:
         """Pairwise sync: send ours, store what the peer has newer. Returns entries taken."""
-        reply = await self.transport.request(peer, "BrokerAgent/SyncCache", mpb.SyncCacheRequest(
+        reply = await self.transport.request(peer, "BrokerAgent/SyncCache", masbpb.SyncCacheRequest(
             broker=self.name, entries=self.cache.entries()), timeout=10.0)
         taken = sum(self.cache.update(r) for r in reply.entries)
         self.counters["syncs"] += 1
@@ -96,7 +96,7 @@ class BrokerAgent:
         return taken
 
     # --- SAN step 2 ----------------------------------------------------------------------
-    def get_candidates(self, req: mpb.GetCandidateNodesRequest) -> mpb.GetCandidateNodesResponse:
+    def get_candidates(self, req: masbpb.GetCandidateNodesRequest) -> masbpb.GetCandidateNodesResponse:
         if not req.task.name:
             raise errors.InvalidArgument("task.name must be set")
         used, _ = task_vectors(req.task)
@@ -129,7 +129,7 @@ class BrokerAgent:
         self.counters["forced_returned"] += sum(p.forced for p in res.picks)
         if not res.picks:
             self.counters["candidate_requests_empty"] += 1
-        out = mpb.GetCandidateNodesResponse(scanned=examined, matched=len(pool), broker=self.name)
+        out = masbpb.GetCandidateNodesResponse(scanned=examined, matched=len(pool), broker=self.name)
         for p in res.picks:
             r = self.cache.reports[p.index]
             avail = self.cache.cap[p.index] - self.cache.used[p.index]
@@ -144,7 +144,7 @@ class BrokerAgent:
         return out
 
     # --- initial allocation ---------------------------------------------------------------
-    async def allocate(self, req: mpb.AllocateTaskRequest) -> mpb.AllocateTaskResponse:
+    async def allocate(self, req: masbpb.AllocateTaskRequest) -> masbpb.AllocateTaskResponse:
         if not req.task.name:
             raise errors.InvalidArgument("task.name must be set")
         if req.launch and req.spec.name != req.task.name:
@@ -181,7 +181,7 @@ class BrokerAgent:
             added_at = self.cache.add_load(host, load, tuple(reqv), req.task.production)
             if req.launch:
                 try:
-                    await self.transport.request(host, "NodeAgent/StartVm", pb.StartVmRequest(spec=req.spec),
+                    await self.transport.request(host, "NodeAgent/StartVm", npb.StartVmRequest(spec=req.spec),
                                                  timeout=150.0)
                 except BaseException as e:
                     self.cache.undo_load(host, load, tuple(reqv), req.task.production, added_at)
@@ -191,13 +191,13 @@ class BrokerAgent:
                     self.counters["allocation_refusals"] += 1
                     log.debug("%s: %s refused %s: %s", self.name, host, req.task.name, e)
                     continue
-            return mpb.AllocateTaskResponse(host=host, score=pick.score, scanned=scanned, refused=refused,
+            return masbpb.AllocateTaskResponse(host=host, score=pick.score, scanned=scanned, refused=refused,
                                             broker=self.name)
         self.counters["allocations_failed"] += 1
         raise errors.FailedPrecondition(f"{self.name}: task {req.task.name}: the {refused} best node(s) refused it")
 
 
-class BrokerServicer(mpbg.BrokerAgentServicer):
+class BrokerServicer(masbpbg.BrokerAgentServicer):
     """Thin: translate, delegate."""
 
     def __init__(self, agent: BrokerAgent) -> None:
@@ -208,7 +208,7 @@ class BrokerServicer(mpbg.BrokerAgentServicer):
         if not request.report.host:
             raise errors.InvalidArgument("report.host must be set")
         self.agent.on_report("grpc", request.report)
-        return mpb.ReportNodeStateResponse(cache_size=len(self.agent.cache))
+        return masbpb.ReportNodeStateResponse(cache_size=len(self.agent.cache))
 
     @handles_errors
     async def GetCandidateNodes(self, request, context):
@@ -225,14 +225,14 @@ class BrokerServicer(mpbg.BrokerAgentServicer):
         accepted = sum(a.cache.update(r) for r in request.entries)
         newer = [r for r in a.cache.entries() if r.sampled_unix_s > theirs.get(r.host, -1.0)]
         a.counters["sync_served"] += 1
-        return mpb.SyncCacheResponse(entries=newer, accepted=accepted)
+        return masbpb.SyncCacheResponse(entries=newer, accepted=accepted)
 
     @handles_errors
     async def ListCache(self, request, context):
         a = self.agent
         now = a.clock.now()
         a.cache.expire(now)
-        return mpb.ListCacheResponse(
+        return masbpb.ListCacheResponse(
             broker=a.name, node_expiry_s=a.params.node_expiry_s, counters=dict(a.counters),
-            entries=[mpb.CacheEntry(report=r, age_s=now - r.sampled_unix_s)
+            entries=[masbpb.CacheEntry(report=r, age_s=now - r.sampled_unix_s)
                      for r in sorted(a.cache.entries(), key=lambda r: r.host)])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from cellbed.domain import wire
-from cellbed.v1 import masb_pb2 as mpb
+from cellbed.v1 import masb_pb2 as masbpb
 from cellbed.domain.constraints import Constraint, ConstraintOp
 
 
@@ -16,7 +16,7 @@ class NodeCache:
         self.expiry_s = expiry_s
         self.index: dict[str, int] = {}
         self.hosts: list[str] = []
-        self.reports: list[mpb.NodeReport | None] = []
+        self.reports: list[masbpb.NodeReport | None] = []
         self.cap = np.zeros((initial, 2))
         self.used = np.zeros((initial, 2))
         self.req = np.zeros((initial, 2))
@@ -54,7 +54,7 @@ class NodeCache:
             x[: len(self.nums[k])] = self.nums[k]
             self.nums[k] = x
 
-    def update(self, r: mpb.NodeReport) -> bool:
+    def update(self, r: masbpb.NodeReport) -> bool:
         """Store *r* unless the cache holds a newer measurement of that node. True if stored."""
         i = self.index.get(r.host)
         if i is None:
@@ -180,5 +180,5 @@ class NodeCache:
             step *= 2
         return (np.concatenate(out) if out else pool[:0]), seen
 
-    def entries(self) -> list[mpb.NodeReport]:
+    def entries(self) -> list[masbpb.NodeReport]:
         return [r for i, r in enumerate(self.reports) if r is not None and self.live[i]]

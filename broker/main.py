@@ -13,10 +13,10 @@ from cellbed.runtime.clock import RealClock
 from cellbed.runtime.decisions import DecisionLog
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.runtime.peers import PeerDirectory
-from cellbed.v1 import masb_pb2, masb_pb2_grpc
+from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg
 
 log = logging.getLogger("cellbed.broker")
-SERVICE = masb_pb2.DESCRIPTOR.services_by_name["BrokerAgent"].full_name
+SERVICE = masbpb.DESCRIPTOR.services_by_name["BrokerAgent"].full_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,7 @@ async def serve(cfg: BrokerConfig) -> None:
                                             cell=cfg.cell, sync_period_s=cfg.sync_period_s,
                                             decisions=DecisionLog(cfg.decision_log, clock=clock, who=cfg.name))
     server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}", [
-        (masb_pb2_grpc.add_BrokerAgentServicer_to_server, servicer, SERVICE)])
+        (masbpbg.add_BrokerAgentServicer_to_server, servicer, SERVICE)])
     await server.start()
     await agent.start(subscribe=bool(cfg.mqtt_host))
     await rpc.set_serving(health, [SERVICE])

@@ -25,11 +25,11 @@ from cellbed.domain.errors import CellbedError, InvalidArgument
 from cellbed.runtime import rpc
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
-from cellbed.v1 import megha_pb2, megha_pb2_grpc
+from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg
 
 log = logging.getLogger("cellbed.controller")
-GM_SERVICE = megha_pb2.DESCRIPTOR.services_by_name["GlobalMaster"].full_name
-LM_SERVICE = megha_pb2.DESCRIPTOR.services_by_name["LocalMaster"].full_name
+GM_SERVICE = meghapb.DESCRIPTOR.services_by_name["GlobalMaster"].full_name
+LM_SERVICE = meghapb.DESCRIPTOR.services_by_name["LocalMaster"].full_name
 
 
 class RoutingTransport:
@@ -111,7 +111,7 @@ class Controller:
                 peer=(lm.instances[1 - i] if len(lm.instances) > 1 else ""), cell=cfg.cell, params=cfg.lm_params,
                 transport=transport)
             self.lms[inst] = a
-            await self._serve(inst, megha_pb2_grpc.add_LocalMasterServicer_to_server, servicer, LM_SERVICE)
+            await self._serve(inst, meghapbg.add_LocalMasterServicer_to_server, servicer, LM_SERVICE)
         gm_names = [g for g in cfg.gms if g in self.only]
         if gm_names:
             self.store = FileQueueStore(os.path.join(cfg.state_dir, "queues"), fsync=cfg.queue_fsync)
@@ -120,7 +120,7 @@ class Controller:
                                             store=self.store, cell=cfg.cell, params=cfg.gm_params,
                                             known_attributes=cfg.known_attributes)
             self.gms[g] = a
-            await self._serve(g, megha_pb2_grpc.add_GlobalMasterServicer_to_server, servicer, GM_SERVICE)
+            await self._serve(g, meghapbg.add_GlobalMasterServicer_to_server, servicer, GM_SERVICE)
         await asyncio.gather(*(a.start() for a in self.lms.values()))
         await asyncio.gather(*(a.start(subscribe=bool(cfg.mqtt_host)) for a in self.gms.values()))
         for name, _, health, service in self.servers:

@@ -25,7 +25,7 @@ from cellbed.runtime.peers import PeerDirectory
 from cellbed.runtime.clock import Clock
 from cellbed.runtime.transport import Transport
 from cellbed.daemon.host_view import HostView
-from cellbed.v1 import node_pb2 as pb
+from cellbed.v1 import node_pb2 as npb
 from cellbed.domain.constraints import constraints_match
 from cellbed.daemon.inventory import Reservation, VmEntry
 from cellbed.daemon.migration import MigrationMixin
@@ -57,8 +57,8 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         self.migrating: dict[str, str] = {}                # vm -> migration id (outgoing)
         self.discarding: set[str] = set()                  # VMs whose failed start is being undone
         self._undoing: set[str] = set()                    # ...and of those, the ones being removed right now
-        self.records: list[pb.MigrationRecord] = []
-        self._events: deque[pb.Event] = deque(maxlen=EVENT_BUFFER)
+        self.records: list[npb.MigrationRecord] = []
+        self._events: deque[npb.Event] = deque(maxlen=EVENT_BUFFER)
         self._subscribers: set[asyncio.Queue] = set()
         self._seq = 0
         self._tasks: list[asyncio.Task] = []
@@ -68,7 +68,7 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         self._proc = psutil.Process() if cfg.measure_daemon else None
         if self._proc is not None:
             self._proc.cpu_percent(None)
-        self.host_sample = pb.HostState()
+        self.host_sample = npb.HostState()
         self.telemetry = None                              # set by main (MQTT publisher)
         # "" = keep records in memory only (model cells: thousands of agents, no files)
         self._history_path = os.path.join(cfg.state_dir, "migrations.jsonl") if cfg.state_dir else ""
@@ -101,11 +101,11 @@ class NodeAgent(MonitorMixin, MigrationMixin):
             with open(self._history_path) as f:
                 for line in f:
                     if line.strip():
-                        self.records.append(json_format.Parse(line, pb.MigrationRecord()))
+                        self.records.append(json_format.Parse(line, npb.MigrationRecord()))
         except FileNotFoundError:
             pass
 
-    def _save_record(self, rec: pb.MigrationRecord) -> None:
+    def _save_record(self, rec: npb.MigrationRecord) -> None:
         self.records.append(rec)
         if not self._history_path:
             return
@@ -115,7 +115,7 @@ class NodeAgent(MonitorMixin, MigrationMixin):
     # --- events -----------------------------------------------------------------------
     def emit(self, kind: int, vm: str = "", detail: str = "", progress=None, record=None) -> None:
         self._seq += 1
-        ev = pb.Event(seq=self._seq, unix_s=self.clock.now(), host=self.cfg.host, kind=kind, vm=vm,
+        ev = npb.Event(seq=self._seq, unix_s=self.clock.now(), host=self.cfg.host, kind=kind, vm=vm,
                       detail=detail, progress=progress, record=record)
         self._events.append(ev)
         for q in list(self._subscribers):
@@ -125,7 +125,7 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         if self.telemetry is not None:
             self.telemetry.publish_event(ev)
 
-    async def watch(self, replay: int) -> AsyncIterator[pb.Event]:
+    async def watch(self, replay: int) -> AsyncIterator[npb.Event]:
         q: asyncio.Queue = asyncio.Queue(maxsize=1024)
         for ev in list(self._events)[-replay:] if replay else []:
             q.put_nowait(ev)
@@ -143,7 +143,7 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         if state is DomState.CRASHED and e.state is not DomState.CRASHED:
             e.state, e.reason = state, reason
             log.warning("VM %s crashed (%s)", name, reason)
-            self.emit(pb.EVENT_KIND_VM_CRASHED, name, reason)
+            self.emit(npb.EVENT_KIND_VM_CRASHED, name, reason)
 
     # --- guests -----------------------------------------------------------------------
     def channel(self, name: str) -> GuestChannel:
@@ -277,7 +277,7 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         entry.boot_to_workload_s = self.clock.monotonic() - t0
         entry.guest, entry.state, entry.reason = st, DomState.RUNNING, "booted"
         log.info("VM %s started on %s: boot-to-workload %.2f s", spec.name, self.cfg.host, entry.boot_to_workload_s)
-        self.emit(pb.EVENT_KIND_VM_STARTED, spec.name, f"boot-to-workload {entry.boot_to_workload_s:.2f} s")
+        self.emit(npb.EVENT_KIND_VM_STARTED, spec.name, f"boot-to-workload {entry.boot_to_workload_s:.2f} s")
         return entry
 
     async def _discard(self, name: str) -> bool:
@@ -304,7 +304,7 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         await self._drop_channel(name)
         await self.hv.stop(name)
         self.vms.pop(name, None)
-        self.emit(pb.EVENT_KIND_VM_STOPPED, name)
+        self.emit(npb.EVENT_KIND_VM_STOPPED, name)
 
     async def set_workload(self, name: str, cpu_load: float | None, wss_mib: int | None,
                            dirty_mib_s: float | None) -> VmEntry:
@@ -320,7 +320,7 @@ class NodeAgent(MonitorMixin, MigrationMixin):
             raise code(f"guest {name}: {exc}") from exc
         await self.hv.update_spec(new)
         e.spec, e.guest = new, st
-        self.emit(pb.EVENT_KIND_WORKLOAD_SET, name,
+        self.emit(npb.EVENT_KIND_WORKLOAD_SET, name,
                   f"cpu {new.cpu_load:g} wss {new.wss_mib} MiB dirty {new.dirty_mib_s:g} MiB/s")
         return e
 

@@ -15,11 +15,11 @@ from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.runtime.peers import PeerDirectory
 from cellbed.runtime.telemetry import MqttPublisher
-from cellbed.v1 import masb_pb2, masb_pb2_grpc, node_pb2, node_pb2_grpc
+from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg, node_pb2 as npb, node_pb2_grpc as npbg
 
 log = logging.getLogger("cellbed.node")
-SERVICE = node_pb2.DESCRIPTOR.services_by_name["NodeAgent"].full_name
-SAN_SERVICE = masb_pb2.DESCRIPTOR.services_by_name["San"].full_name
+SERVICE = npb.DESCRIPTOR.services_by_name["NodeAgent"].full_name
+SAN_SERVICE = masbpb.DESCRIPTOR.services_by_name["San"].full_name
 
 
 def make_backend(cfg: NodeConfig, agent_ref: list) -> LibvirtBackend:
@@ -50,10 +50,10 @@ async def serve(cfg: NodeConfig) -> None:
     agent, servicer = assembly.build_node(env, cfg)
     ref.append(agent)
     san = None
-    services = [(node_pb2_grpc.add_NodeAgentServicer_to_server, servicer, SERVICE)]
+    services = [(npbg.add_NodeAgentServicer_to_server, servicer, SERVICE)]
     if brokers:   # MASB: this node negotiates (SAN) with the brokers and its peers
         san, san_servicer = assembly.build_san(env, agent, _san_config(cfg), list(brokers), cfg.cell)
-        services.append((masb_pb2_grpc.add_SanServicer_to_server, san_servicer, SAN_SERVICE))
+        services.append((masbpbg.add_SanServicer_to_server, san_servicer, SAN_SERVICE))
     if cfg.mqtt_host:
         agent.telemetry = MqttPublisher(cfg.mqtt_host, cfg.mqtt_port, node_topic(cfg.cell, cfg.host), clock)
         agent.telemetry.start()

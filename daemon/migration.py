@@ -9,7 +9,7 @@ from cellbed.domain import errors
 from cellbed.daemon.guest_channel import GuestChannelError
 from cellbed.domain.vm import DomState, JobProgress, MigrationOptions, VmSpec
 from cellbed.daemon.host_view import HostView
-from cellbed.v1 import node_pb2 as pb
+from cellbed.v1 import node_pb2 as npb
 from cellbed.domain.wire import spec_pb
 from cellbed.daemon.migration_record import fill_stats, options_pb
 from cellbed.daemon.inventory import Reservation, Verification, VmEntry
@@ -22,7 +22,7 @@ class MigrationMixin:
 
     # --- migration: source side -----------------------------------------------------------
     async def migrate(self, name: str, dest: str, opts: MigrationOptions,
-                      prepared_mid: str = "", forced: bool = False) -> pb.MigrationRecord:
+                      prepared_mid: str = "", forced: bool = False) -> npb.MigrationRecord:
         """Live-migrate *name* to *dest*. The destination admits it with PrepareIncoming, unless
         *prepared_mid* names a reservation it already holds (SAN TaskMigrationProcessRequest)."""
         opts = opts.validate()
@@ -41,24 +41,24 @@ class MigrationMixin:
         except GuestChannelError as exc:
             raise errors.FailedPrecondition(f"guest {name} does not answer ({exc}); its migration could not be verified")
         mid = prepared_mid or uuid.uuid4().hex[:12]
-        rec = pb.MigrationRecord(id=mid, vm=name, src=self.cfg.host, dst=dest, start_unix_s=self.clock.now(),
+        rec = npb.MigrationRecord(id=mid, vm=name, src=self.cfg.host, dst=dest, start_unix_s=self.clock.now(),
                                  options=options_pb(opts), heartbeat_before=before.heartbeat,
                                  mem_mib=e.spec.mem_mib, wss_mib=e.spec.wss_mib,
                                  dirty_mib_s=-1 if math.isinf(e.spec.dirty_mib_s) else e.spec.dirty_mib_s,
                                  forced=forced)
         try:
             if not prepared_mid:
-                await self.transport.request(dest, "NodeAgent/PrepareIncoming", pb.PrepareIncomingRequest(
+                await self.transport.request(dest, "NodeAgent/PrepareIncoming", npb.PrepareIncomingRequest(
                     spec=spec_pb(e.spec), src_host=self.cfg.host, migration_id=mid,
                     cpu_used_cores=e.cpu_used_cores, mem_used_mib=e.rss_mib), timeout=10.0)
         except errors.CellbedError as exc:
-            rec.outcome, rec.detail = pb.MIGRATION_OUTCOME_REFUSED, str(exc)
+            rec.outcome, rec.detail = npb.MIGRATION_OUTCOME_REFUSED, str(exc)
             self._save_record(rec)
-            self.emit(pb.EVENT_KIND_MIGRATION_FINISHED, name, f"refused: {exc}", record=rec)
+            self.emit(npb.EVENT_KIND_MIGRATION_FINISHED, name, f"refused: {exc}", record=rec)
             raise
         e.migrating_out = mid
         self.migrating[name] = mid
-        self.emit(pb.EVENT_KIND_MIGRATION_STARTED, name, f"{mid} -> {dest}")
+        self.emit(npb.EVENT_KIND_MIGRATION_STARTED, name, f"{mid} -> {dest}")
         migrated = False
         t0 = self.clock.monotonic()
         try:
@@ -69,41 +69,41 @@ class MigrationMixin:
             fill_stats(rec, stats)
         except errors.CellbedError as exc:
             aborted = isinstance(exc, errors.MigrationFailed) and exc.aborted
-            rec.outcome = pb.MIGRATION_OUTCOME_ABORTED if aborted else pb.MIGRATION_OUTCOME_FAILED
+            rec.outcome = npb.MIGRATION_OUTCOME_ABORTED if aborted else npb.MIGRATION_OUTCOME_FAILED
             rec.detail = str(exc)
             rec.wall_ms = (self.clock.monotonic() - t0) * 1000
             rec.timeout_action = getattr(exc, "timeout_action", "")
         finally:
             self.migrating.pop(name, None)
         try:
-            fin = await self.transport.request(dest, "NodeAgent/FinishIncoming", pb.FinishIncomingRequest(
+            fin = await self.transport.request(dest, "NodeAgent/FinishIncoming", npb.FinishIncomingRequest(
                 migration_id=mid, name=name, migrated=migrated, heartbeat_before=before.heartbeat,
                 boot_id=before.boot_id), timeout=self.cfg.verify_timeout_s + 10)
         except errors.CellbedError as exc:
-            fin = pb.FinishIncomingResponse(verified=False, detail=f"destination unreachable: {exc}")
+            fin = npb.FinishIncomingResponse(verified=False, detail=f"destination unreachable: {exc}")
         if migrated:
             self.vms.pop(name, None)
             await self._drop_channel(name)
             rec.heartbeat_after, rec.integrity_pages, rec.integrity_bad = (
                 fin.heartbeat_after, fin.integrity_pages, fin.integrity_bad)
             if fin.verified:
-                rec.outcome = pb.MIGRATION_OUTCOME_SUCCEEDED
+                rec.outcome = npb.MIGRATION_OUTCOME_SUCCEEDED
                 rec.detail = fin.detail
             else:
-                rec.outcome = pb.MIGRATION_OUTCOME_VERIFICATION_FAILED
+                rec.outcome = npb.MIGRATION_OUTCOME_VERIFICATION_FAILED
                 rec.detail = f"libvirt reported success but verification failed: {fin.detail}"
         else:
             e.migrating_out = ""
             await self._confirm_still_here(name, rec)
         self._save_record(rec)
-        level = logging.INFO if rec.outcome == pb.MIGRATION_OUTCOME_SUCCEEDED else logging.WARNING
+        level = logging.INFO if rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED else logging.WARNING
         log.log(level, "migration %s of %s %s->%s: %s in %.0f ms, downtime %.0f ms, %d B; %s", mid, name,
-                self.cfg.host, dest, pb.MigrationOutcome.Name(rec.outcome), rec.wall_ms, rec.downtime_ms,
+                self.cfg.host, dest, npb.MigrationOutcome.Name(rec.outcome), rec.wall_ms, rec.downtime_ms,
                 rec.data_total_bytes, rec.detail)
-        self.emit(pb.EVENT_KIND_MIGRATION_FINISHED, name, pb.MigrationOutcome.Name(rec.outcome), record=rec)
+        self.emit(npb.EVENT_KIND_MIGRATION_FINISHED, name, npb.MigrationOutcome.Name(rec.outcome), record=rec)
         return rec
 
-    async def _confirm_still_here(self, name: str, rec: pb.MigrationRecord) -> None:
+    async def _confirm_still_here(self, name: str, rec: npb.MigrationRecord) -> None:
         try:
             state, reason = await self.hv.domain_state(name)
             rec.detail += f"; VM still on source ({state.value}, {reason})"
@@ -112,7 +112,7 @@ class MigrationMixin:
             log.error("VM %s not on source after failed migration %s", name, rec.id)
 
     def _progress(self, mid: str, name: str, p: JobProgress) -> None:
-        self.emit(pb.EVENT_KIND_MIGRATION_PROGRESS, name, progress=pb.MigrationProgress(
+        self.emit(npb.EVENT_KIND_MIGRATION_PROGRESS, name, progress=npb.MigrationProgress(
             migration_id=mid, vm=name, elapsed_ms=p.elapsed_ms, data_processed_bytes=p.data_processed,
             data_remaining_bytes=p.data_remaining, data_total_bytes=p.data_total,
             memory_iteration=p.memory_iteration, memory_dirty_rate=p.memory_dirty_rate,

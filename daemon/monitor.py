@@ -8,7 +8,7 @@ from cellbed.domain import wire
 from cellbed.daemon.guest_channel import GuestStatus
 from cellbed.domain.vm import DomState
 from cellbed.policy.scores.asr import node_class
-from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
+from cellbed.v1 import common_pb2 as cpb, node_pb2 as npb
 from cellbed.daemon.inventory import VmEntry
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class MonitorMixin:
             if d.dirty_rate_mib_s >= 0:
                 e.dirty_rate_mib_s = d.dirty_rate_mib_s
             if e.state is not DomState.CRASHED and d.state is DomState.CRASHED:
-                self.emit(pb.EVENT_KIND_VM_CRASHED, d.name, d.reason)
+                self.emit(npb.EVENT_KIND_VM_CRASHED, d.name, d.reason)
             if e.reason != "starting":
                 e.state, e.reason = d.state, d.reason
         for name in [n for n in self.discarding if n not in self._undoing]:
@@ -69,7 +69,7 @@ class MonitorMixin:
         cpu, mem = self.allocated()
         s = self.host_sample
         s.host, s.address = self.cfg.host, self.cfg.address
-        s.capacity.CopyFrom(pb.HostCapacity(cpu_cores=self.cfg.cpu_cores, mem_mib=self.cfg.mem_mib,
+        s.capacity.CopyFrom(npb.HostCapacity(cpu_cores=self.cfg.cpu_cores, mem_mib=self.cfg.mem_mib,
                                             cpu_norm=self.cfg.cpu_norm, mem_norm=self.cfg.mem_norm))
         s.cpu_used_cores = sum(e.cpu_used_cores for e in self.vms.values())
         s.mem_alloc_mib, s.cpu_req_cores = mem, cpu

@@ -9,19 +9,19 @@ from cellbed.domain.wire import spec_from_pb, spec_pb
 from cellbed.domain.vm import DomState, MigrationOptions, TimeoutPolicy
 from cellbed.domain.errors import InvalidArgument
 from cellbed.runtime.rpc import handles_errors
-from cellbed.v1 import node_pb2 as pb, node_pb2_grpc as pbg
+from cellbed.v1 import node_pb2 as npb, node_pb2_grpc as npbg
 
-_STATE = {DomState.RUNNING: pb.VM_STATE_RUNNING, DomState.PAUSED: pb.VM_STATE_PAUSED,
-          DomState.SHUTOFF: pb.VM_STATE_SHUTOFF, DomState.CRASHED: pb.VM_STATE_CRASHED}
-_POLICY = {pb.TIMEOUT_POLICY_UNSPECIFIED: None, pb.TIMEOUT_POLICY_ABORT: TimeoutPolicy.ABORT,
-           pb.TIMEOUT_POLICY_AUTO_CONVERGE: TimeoutPolicy.AUTO_CONVERGE,
-           pb.TIMEOUT_POLICY_POSTCOPY: TimeoutPolicy.POSTCOPY}
+_STATE = {DomState.RUNNING: npb.VM_STATE_RUNNING, DomState.PAUSED: npb.VM_STATE_PAUSED,
+          DomState.SHUTOFF: npb.VM_STATE_SHUTOFF, DomState.CRASHED: npb.VM_STATE_CRASHED}
+_POLICY = {npb.TIMEOUT_POLICY_UNSPECIFIED: None, npb.TIMEOUT_POLICY_ABORT: TimeoutPolicy.ABORT,
+           npb.TIMEOUT_POLICY_AUTO_CONVERGE: TimeoutPolicy.AUTO_CONVERGE,
+           npb.TIMEOUT_POLICY_POSTCOPY: TimeoutPolicy.POSTCOPY}
 
 
-def vm_info(agent: NodeAgent, e: VmEntry) -> pb.VmInfo:
-    state = pb.VM_STATE_MIGRATING_OUT if e.migrating_out else _STATE.get(e.state, pb.VM_STATE_UNSPECIFIED)
+def vm_info(agent: NodeAgent, e: VmEntry) -> npb.VmInfo:
+    state = npb.VM_STATE_MIGRATING_OUT if e.migrating_out else _STATE.get(e.state, npb.VM_STATE_UNSPECIFIED)
     g = e.guest
-    return pb.VmInfo(spec=spec_pb(e.spec), state=state, state_reason=e.reason, host=agent.cfg.host,
+    return npb.VmInfo(spec=spec_pb(e.spec), state=state, state_reason=e.reason, host=agent.cfg.host,
                      cpu_used_cores=e.cpu_used_cores, rss_mib=e.rss_mib, dirty_rate_mib_s=e.dirty_rate_mib_s,
                      heartbeat=g.heartbeat if g else 0, boot_id=g.boot_id if g else "",
                      guest_cpu_actual=g.cpu_actual if g else 0.0,
@@ -29,7 +29,7 @@ def vm_info(agent: NodeAgent, e: VmEntry) -> pb.VmInfo:
                      created_unix_s=e.spec.created_unix_s, boot_to_workload_s=e.boot_to_workload_s)
 
 
-def options_from_pb(o: pb.MigrationOptions, default_timeout_s: float) -> MigrationOptions:
+def options_from_pb(o: npb.MigrationOptions, default_timeout_s: float) -> MigrationOptions:
     if o.timeout_policy not in _POLICY:
         raise InvalidArgument(f"options.timeout_policy={o.timeout_policy}: allowed {sorted(_POLICY)}")
     return MigrationOptions(
@@ -39,7 +39,7 @@ def options_from_pb(o: pb.MigrationOptions, default_timeout_s: float) -> Migrati
         timeout_policy=_POLICY[o.timeout_policy] or TimeoutPolicy.ABORT)
 
 
-class NodeAgentServicer(pbg.NodeAgentServicer):
+class NodeAgentServicer(npbg.NodeAgentServicer):
     def __init__(self, agent: NodeAgent) -> None:
         self.agent = agent
 
@@ -47,21 +47,21 @@ class NodeAgentServicer(pbg.NodeAgentServicer):
     async def StartVm(self, request, context):
         if not request.HasField("spec"):
             raise InvalidArgument("spec is required")
-        return pb.StartVmResponse(vm=vm_info(self.agent, await self.agent.start_vm(spec_from_pb(request.spec))))
+        return npb.StartVmResponse(vm=vm_info(self.agent, await self.agent.start_vm(spec_from_pb(request.spec))))
 
     @handles_errors
     async def StopVm(self, request, context):
         await self.agent.stop_vm(request.name)
-        return pb.StopVmResponse()
+        return npb.StopVmResponse()
 
     @handles_errors
     async def ListVms(self, request, context):
-        return pb.ListVmsResponse(vms=[vm_info(self.agent, e) for e in self.agent.vms.values()])
+        return npb.ListVmsResponse(vms=[vm_info(self.agent, e) for e in self.agent.vms.values()])
 
     @handles_errors
     async def GetHostState(self, request, context):
         self.agent.sample_host(self.agent.clock.monotonic())
-        return pb.GetHostStateResponse(state=self.agent.host_sample)
+        return npb.GetHostStateResponse(state=self.agent.host_sample)
 
     @handles_errors
     async def SetWorkload(self, request, context):
@@ -71,44 +71,44 @@ class NodeAgentServicer(pbg.NodeAgentServicer):
         e = await self.agent.set_workload(
             request.name, w.cpu_load if "cpu_load" in fields else None,
             w.wss_mib if "wss_mib" in fields else None, dirty)
-        return pb.SetWorkloadResponse(vm=vm_info(self.agent, e))
+        return npb.SetWorkloadResponse(vm=vm_info(self.agent, e))
 
     @handles_errors
     async def MigrateVm(self, request, context):
         opts = options_from_pb(request.options, self.agent.cfg.migration_timeout_s)
         rec = await self.agent.migrate(request.name, request.dest_host, opts)
-        return pb.MigrateVmResponse(record=rec)
+        return npb.MigrateVmResponse(record=rec)
 
     @handles_errors
     async def AbortMigration(self, request, context):
         await self.agent.abort_migration(request.name)
-        return pb.AbortMigrationResponse()
+        return npb.AbortMigrationResponse()
 
     @handles_errors
     async def PrepareIncoming(self, request, context):
         await self.agent.reserve(spec_from_pb(request.spec), request.src_host, request.migration_id,
                                  request.force, request.cpu_used_cores, request.mem_used_mib)
         self.agent.sample_host(self.agent.clock.monotonic())
-        return pb.PrepareIncomingResponse(state=self.agent.host_sample)
+        return npb.PrepareIncomingResponse(state=self.agent.host_sample)
 
     @handles_errors
     async def FinishIncoming(self, request, context):
         v = await self.agent.finish_incoming(request.migration_id, request.name, request.migrated,
                                              request.heartbeat_before, request.boot_id)
-        return pb.FinishIncomingResponse(verified=v.verified, detail=v.detail, heartbeat_after=v.heartbeat_after,
+        return npb.FinishIncomingResponse(verified=v.verified, detail=v.detail, heartbeat_after=v.heartbeat_after,
                                          integrity_pages=v.integrity_pages, integrity_bad=v.integrity_bad)
 
     @handles_errors
     async def ListMigrations(self, request, context):
         recs = self.agent.records[-request.limit:] if request.limit else self.agent.records
-        return pb.ListMigrationsResponse(records=recs)
+        return npb.ListMigrationsResponse(records=recs)
 
     @handles_errors
     async def InjectFault(self, request, context):
-        kinds = {pb.FAULT_KIND_CORRUPT: "corrupt", pb.FAULT_KIND_PANIC: "panic"}
+        kinds = {npb.FAULT_KIND_CORRUPT: "corrupt", npb.FAULT_KIND_PANIC: "panic"}
         if request.kind not in kinds:
             raise InvalidArgument(f"kind={request.kind}: allowed FAULT_KIND_CORRUPT (1), FAULT_KIND_PANIC (2)")
-        return pb.InjectFaultResponse(detail=await self.agent.inject_fault(request.name, kinds[request.kind]))
+        return npb.InjectFaultResponse(detail=await self.agent.inject_fault(request.name, kinds[request.kind]))
 
     async def WatchEvents(self, request, context):
         async for ev in self.agent.watch(request.replay):

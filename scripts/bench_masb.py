@@ -30,7 +30,7 @@ def bench_candidates(args) -> str:
     from cellbed import assembly
     from cellbed.policy.masb.broker_select import BrokerParams
     from cellbed.runtime.clock import RealClock
-    from cellbed.v1 import masb_pb2 as mpb
+    from cellbed.v1 import masb_pb2 as masbpb
     from cellbed.workload.generator import GeneratorConfig, WorkloadGenerator
     gen = WorkloadGenerator(GeneratorConfig(nodes=args.nodes, duration_s=3600, seed=1))
     clock = RealClock()
@@ -41,7 +41,7 @@ def bench_candidates(args) -> str:
     for nd in gen.nodes:
         cap = (nd.cpu * 32, nd.mem * 65536)
         u = r.uniform(0.2, 0.95)
-        ba.on_report("", mpb.NodeReport(
+        ba.on_report("", masbpb.NodeReport(
             host=f"n{nd.node_id}", capacity=wire.resources(*cap), used=wire.resources(cap[0] * u, cap[1] * r.uniform(0.3, 0.9)),
             requested=wire.resources(cap[0] * u * 1.5, cap[1] * 0.8), sampled_unix_s=now,
             attributes=wire.attributes_pb({a: 1 for a in nd.attributes})))
@@ -52,9 +52,9 @@ def bench_candidates(args) -> str:
         if r.random() < 0.5:
             from cellbed.domain.constraints import Constraint, ConstraintOp
             cons = [Constraint(names[r.randrange(8)], ConstraintOp.EQUAL, 1)]
-        task = mpb.TaskInfo(name=f"t{i}", used=wire.resources(r.uniform(0.1, 2), r.uniform(100, 4000)),
+        task = masbpb.TaskInfo(name=f"t{i}", used=wire.resources(r.uniform(0.1, 2), r.uniform(100, 4000)),
                             requested=wire.resources(1, 1000), constraints=wire.constraints_pb(cons))
-        req = mpb.GetCandidateNodesRequest(task=task, src_host="n1", san_id=str(i))
+        req = masbpb.GetCandidateNodesRequest(task=task, src_host="n1", san_id=str(i))
         t0 = time.perf_counter()
         resp = ba.get_candidates(req)
         lat.append((time.perf_counter() - t0) * 1000)
@@ -119,7 +119,7 @@ async def _realcell(args) -> str:
     from cellbed.runtime.client import NodeClient
     from cellbed.runtime.clock import RealClock
     from cellbed.runtime.grpc_transport import GrpcTransport
-    from cellbed.v1 import masb_pb2 as mpb, node_pb2 as pb
+    from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
     root = tempfile.mkdtemp(prefix="cellbed-bench-")
     st = cellmod.up("bm", 3, subnet="10.231.21.0/24", host_cpus=[0.6], host_mem_mib=[1024], root=root,
                     monitor_period_s=1.0, san={"report_period_s": 1.0, "window_s": 5.0, "boot_grace_s": 10.0,
@@ -131,38 +131,38 @@ async def _realcell(args) -> str:
             async with NodeClient(tgt[h], h) as c:
                 return await c.call(m, req, timeout=timeout)
         for name in ("b1", "b2"):
-            await call("h1", "StartVm", pb.StartVmRequest(spec=pb.VmSpec(name=name, mem_mib=128, vcpus=1,
-                       workload=pb.Workload(cpu_load=0.02, wss_mib=16))), timeout=180)
+            await call("h1", "StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=name, mem_mib=128, vcpus=1,
+                       workload=npb.Workload(cpu_load=0.02, wss_mib=16))), timeout=180)
         tr = GrpcTransport(lambda n: n, RealClock())
         seen = set()
 
         async def home():
             """Both guests idle and back on h1 (SAN may have moved either)."""
             for h in tgt:
-                for v in (await call(h, "ListVms", pb.ListVmsRequest())).vms:
-                    await call(h, "SetWorkload", pb.SetWorkloadRequest(name=v.spec.name,
-                                                                        workload=pb.Workload(cpu_load=0.02)))
+                for v in (await call(h, "ListVms", npb.ListVmsRequest())).vms:
+                    await call(h, "SetWorkload", npb.SetWorkloadRequest(name=v.spec.name,
+                                                                        workload=npb.Workload(cpu_load=0.02)))
                     if h != "h1":
-                        await call(h, "MigrateVm", pb.MigrateVmRequest(name=v.spec.name, dest_host="h1"), timeout=300)
+                        await call(h, "MigrateVm", npb.MigrateVmRequest(name=v.spec.name, dest_host="h1"), timeout=300)
         for cycle in range(args.cycles):
             await home()
-            for n in (await tr.request(tgt["h1"], "San/ListNegotiations", mpb.ListNegotiationsRequest(),
+            for n in (await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(),
                                        timeout=10)).negotiations:
                 seen.add(n.san_id)
             await asyncio.sleep(3)   # let the idle load show in a sample before the next raise
             for name in ("b1", "b2"):
-                await call("h1", "SetWorkload", pb.SetWorkloadRequest(name=name, workload=pb.Workload(cpu_load=0.35)))
+                await call("h1", "SetWorkload", npb.SetWorkloadRequest(name=name, workload=npb.Workload(cpu_load=0.35)))
             deadline = time.monotonic() + 180
             done = None
             while time.monotonic() < deadline and done is None:
-                negs = (await tr.request(tgt["h1"], "San/ListNegotiations", mpb.ListNegotiationsRequest(),
+                negs = (await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(),
                                          timeout=10)).negotiations
                 for n in negs:
                     if n.state == "migrated" and n.san_id not in seen:
                         done = n
                 await asyncio.sleep(0.5)
             if done is None:
-                r = await tr.request(tgt["h1"], "San/ListNegotiations", mpb.ListNegotiationsRequest(limit=3), timeout=10)
+                r = await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(limit=3), timeout=10)
                 print(f"cycle {cycle}: no migration within 180 s; h1 counters {dict(r.counters)}; last: "
                       + "; ".join(f"{n.vm} {n.state} {[(s.kind, s.detail[:80]) for s in n.steps[-3:]]}"
                                   for n in r.negotiations), file=sys.stderr)

@@ -159,7 +159,7 @@ def bench_grpc(args) -> str:
     from cellbed.domain import wire
     from cellbed.runtime.clock import RealClock
     from cellbed.runtime.grpc_transport import GrpcTransport
-    from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+    from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
     tmp = tempfile.mkdtemp(prefix="megha-bench-")
     gm, lm = _free_port(), _free_port()
     cfg = os.path.join(tmp, "controller.toml")
@@ -183,7 +183,7 @@ def bench_grpc(args) -> str:
             deadline = time.monotonic() + 60
             while True:                                    # wait until the GM has the LM's state
                 try:
-                    await t.request(target, "GlobalMaster/Submit", mpb.SubmitRequest(task=mpb.MeghaTask(
+                    await t.request(target, "GlobalMaster/Submit", meghapb.SubmitRequest(task=meghapb.MeghaTask(
                         name="warm", user="u", request=wire.resources(0.001, 1),
                         workload=npb.Workload(cpu_load=0.0))), timeout=5)
                     break
@@ -195,7 +195,7 @@ def bench_grpc(args) -> str:
 
             async def one(i):
                 async with sem:
-                    await t.request(target, "GlobalMaster/Submit", mpb.SubmitRequest(task=mpb.MeghaTask(
+                    await t.request(target, "GlobalMaster/Submit", meghapb.SubmitRequest(task=meghapb.MeghaTask(
                         name=f"b{i}", user="u", request=wire.resources(0.01, 1), duration_s=args.duration_s,
                         workload=npb.Workload(cpu_load=0.0))), timeout=30)
             t0 = time.perf_counter()
@@ -203,7 +203,7 @@ def bench_grpc(args) -> str:
             placed_at = []
             while True:
                 await asyncio.sleep(0.1)
-                v = await t.request(target, "GlobalMaster/GetView", mpb.GetViewRequest(), timeout=10)
+                v = await t.request(target, "GlobalMaster/GetView", meghapb.GetViewRequest(), timeout=10)
                 placed_at.append((time.perf_counter() - t0, v.counters.get("placed", 0) - 1))
                 if placed_at[-1][1] >= args.tasks:
                     break

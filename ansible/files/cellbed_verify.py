@@ -21,7 +21,7 @@ from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cellbed.runtime.client import NodeClient
-from cellbed.v1 import node_pb2 as pb
+from cellbed.v1 import node_pb2 as npb
 
 SERVICE = "cellbed.v1.NodeAgent"
 
@@ -50,42 +50,42 @@ async def health(targets: list[str]) -> int:
 async def migrate(src: str, dst: str, vm: str, mem_mib: int, timeout_s: float, peers: str) -> int:
     src_name, src_target = parse_target(src)
     async with NodeClient(src_target, src_name) as c:
-        w = pb.Workload(cpu_load=0.1, wss_mib=min(32, mem_mib - 80), dirty_mib_s=4)
+        w = npb.Workload(cpu_load=0.1, wss_mib=min(32, mem_mib - 80), dirty_mib_s=4)
         t0 = time.monotonic()
-        await c.call("StartVm", pb.StartVmRequest(spec=pb.VmSpec(name=vm, mem_mib=mem_mib, vcpus=1, workload=w)),
+        await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=vm, mem_mib=mem_mib, vcpus=1, workload=w)),
                      timeout=timeout_s)
         try:
             deadline = time.monotonic() + timeout_s
             while True:   # the guest's heartbeat proves its workload runs before we move it
-                vms = {v.spec.name: v for v in (await c.call("ListVms", pb.ListVmsRequest())).vms}
+                vms = {v.spec.name: v for v in (await c.call("ListVms", npb.ListVmsRequest())).vms}
                 if vms.get(vm) and vms[vm].heartbeat > 0:
                     break
                 if time.monotonic() > deadline:
                     raise SystemExit(f"{vm} on {src_name}: no heartbeat after {timeout_s:.0f} s")
                 await asyncio.sleep(0.2)   # polling interval
             boot_s = time.monotonic() - t0
-            rec = (await c.call("MigrateVm", pb.MigrateVmRequest(name=vm, dest_host=dst), timeout=timeout_s)).record
+            rec = (await c.call("MigrateVm", npb.MigrateVmRequest(name=vm, dest_host=dst), timeout=timeout_s)).record
         finally:
             await stop_anywhere(c, vm, dst, peers)
     record = json_format.MessageToDict(rec, preserving_proto_field_name=True,
                                        always_print_fields_with_no_presence=True)
-    record["outcome"] = pb.MigrationOutcome.Name(rec.outcome)
+    record["outcome"] = npb.MigrationOutcome.Name(rec.outcome)
     print(json.dumps({"boot_to_heartbeat_s": round(boot_s, 2), "record": record}))
-    return 0 if rec.outcome == pb.MIGRATION_OUTCOME_SUCCEEDED else 1
+    return 0 if rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED else 1
 
 
 async def stop_anywhere(src: NodeClient, vm: str, dst: str, peers_file: str) -> None:
     """Stop the test guest wherever it ended up (the source asks its peer when it moved)."""
-    vms = {v.spec.name for v in (await src.call("ListVms", pb.ListVmsRequest())).vms}
+    vms = {v.spec.name for v in (await src.call("ListVms", npb.ListVmsRequest())).vms}
     if vm in vms:
-        await src.call("StopVm", pb.StopVmRequest(name=vm), timeout=60)
+        await src.call("StopVm", npb.StopVmRequest(name=vm), timeout=60)
         return
     with open(peers_file) as f:
         d = json.load(f)["hosts"].get(dst)
     if d:
         async with NodeClient(f"{d['address']}:{d['grpc_port']}", dst) as c:
-            if vm in {v.spec.name for v in (await c.call("ListVms", pb.ListVmsRequest())).vms}:
-                await c.call("StopVm", pb.StopVmRequest(name=vm), timeout=60)
+            if vm in {v.spec.name for v in (await c.call("ListVms", npb.ListVmsRequest())).vms}:
+                await c.call("StopVm", npb.StopVmRequest(name=vm), timeout=60)
 
 
 def main(argv: list[str]) -> int:

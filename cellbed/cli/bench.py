@@ -9,7 +9,7 @@ import statistics
 
 from cellbed.domain import errors
 from cellbed.cli.common import OUTCOME_NAMES, emit, migrate, msg_dict, table
-from cellbed.v1 import node_pb2 as pb
+from cellbed.v1 import node_pb2 as npb
 
 CSV_FIELDS = ["mem_mib", "wss_mib", "dirty_mib_s", "bandwidth_mib_s", "max_downtime_ms", "postcopy", "repeat",
               "outcome", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes",
@@ -38,22 +38,22 @@ async def bench_migration(cell, args) -> list[dict]:
     for mem, dirty, bw in itertools.product(mems, dirties, bws):
         for i in range(args.repeat):
             name = f"bench-{mem}-{str(dirty).replace('.', 'p')}-{bw}-{i}"
-            w = pb.Workload(cpu_load=0.05, wss_mib=bench_wss(mem))
+            w = npb.Workload(cpu_load=0.05, wss_mib=bench_wss(mem))
             if dirty == "max":
                 w.dirty_max = True
             else:
                 w.dirty_mib_s = dirty
             async with cell.client(args.src) as cl:
-                vm = (await cl.call("StartVm", pb.StartVmRequest(spec=pb.VmSpec(
+                vm = (await cl.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(
                     name=name, mem_mib=mem, vcpus=1, workload=w)), timeout=300)).vm
             try:
-                rec = await migrate(cell, name, args.dst, pb.MigrationOptions(
+                rec = await migrate(cell, name, args.dst, npb.MigrationOptions(
                     bandwidth_mib_s=bw, max_downtime_ms=args.max_downtime_ms, postcopy=args.postcopy,
                     completion_timeout_s=120), show_progress=False)
             finally:
                 v = await cell.find_vm(name)
                 async with cell.client(v.host) as cl:
-                    await cl.call("StopVm", pb.StopVmRequest(name=name), timeout=60)
+                    await cl.call("StopVm", npb.StopVmRequest(name=name), timeout=60)
             d = msg_dict(rec)
             row = {k: d.get(k, "") for k in CSV_FIELDS}
             row.update(mem_mib=mem, wss_mib=bench_wss(mem), dirty_mib_s=dirty, bandwidth_mib_s=bw,

@@ -8,12 +8,12 @@ from google.protobuf import json_format
 from cellbed.domain import errors
 from cellbed.cell import cell as cellmod
 from cellbed.runtime.client import NodeClient
-from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
+from cellbed.v1 import common_pb2 as cpb, node_pb2 as npb
 
 
 ASR_NAMES = {v: k.replace("ASR_CLASS_", "") for k, v in cpb.AsrClass.items()}
-STATE_NAMES = {v: k.replace("VM_STATE_", "").lower() for k, v in pb.VmState.items()}
-OUTCOME_NAMES = {v: k.replace("MIGRATION_OUTCOME_", "").lower() for k, v in pb.MigrationOutcome.items()}
+STATE_NAMES = {v: k.replace("VM_STATE_", "").lower() for k, v in npb.VmState.items()}
+OUTCOME_NAMES = {v: k.replace("MIGRATION_OUTCOME_", "").lower() for k, v in npb.MigrationOutcome.items()}
 
 
 # --- output helpers ----------------------------------------------------------------------
@@ -34,7 +34,7 @@ def msg_dict(m) -> dict:
     return json_format.MessageToDict(m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
-def record_row(r: pb.MigrationRecord) -> dict:
+def record_row(r: npb.MigrationRecord) -> dict:
     return {"id": r.id, "vm": r.vm, "src": r.src, "dst": r.dst, "outcome": OUTCOME_NAMES[r.outcome],
             "wall_ms": f"{r.wall_ms:.0f}", "elapsed_ms": f"{r.time_elapsed_ms:.0f}",
             "downtime_ms": f"{r.downtime_ms:.0f}", "setup_ms": f"{r.setup_time_ms:.0f}",
@@ -63,29 +63,29 @@ class Cell:
         h = self.hosts[host]
         return NodeClient(f"{h['address']}:{h['grpc_port']}", host)
 
-    async def all_vms(self) -> list[pb.VmInfo]:
+    async def all_vms(self) -> list[npb.VmInfo]:
         async def one(h):
             async with self.client(h) as c:
-                return (await c.call("ListVms", pb.ListVmsRequest(), timeout=10)).vms
+                return (await c.call("ListVms", npb.ListVmsRequest(), timeout=10)).vms
         res = await asyncio.gather(*(one(h) for h in self.hosts))
         return [v for vms in res for v in vms]
 
-    async def find_vm(self, name: str) -> pb.VmInfo:
+    async def find_vm(self, name: str) -> npb.VmInfo:
         for v in await self.all_vms():
             if v.spec.name == name:
                 return v
         raise errors.NotFound(f"VM {name!r} is on no host of cell {self.name}")
 
 
-async def migrate(c: Cell, name: str, dest: str, opts: pb.MigrationOptions, show_progress: bool,
-                  timeout: float = 900) -> pb.MigrationRecord:
+async def migrate(c: Cell, name: str, dest: str, opts: npb.MigrationOptions, show_progress: bool,
+                  timeout: float = 900) -> npb.MigrationRecord:
     v = await c.find_vm(name)
     async with c.client(v.host) as cl:
         watch = None
         if show_progress:
             async def progress():
-                async for ev in cl.stub.WatchEvents(pb.WatchEventsRequest()):
-                    if ev.kind == pb.EVENT_KIND_MIGRATION_PROGRESS and ev.vm == name:
+                async for ev in cl.stub.WatchEvents(npb.WatchEventsRequest()):
+                    if ev.kind == npb.EVENT_KIND_MIGRATION_PROGRESS and ev.vm == name:
                         p = ev.progress
                         done = p.data_processed_bytes / max(1, p.data_total_bytes) * 100
                         sys.stderr.write(f"\r  {p.phase} iter {p.memory_iteration} {p.elapsed_ms:7.0f} ms  "
@@ -95,7 +95,7 @@ async def migrate(c: Cell, name: str, dest: str, opts: pb.MigrationOptions, show
                         sys.stderr.flush()
             watch = asyncio.create_task(progress())
         try:
-            rec = (await cl.call("MigrateVm", pb.MigrateVmRequest(name=name, dest_host=dest, options=opts),
+            rec = (await cl.call("MigrateVm", npb.MigrateVmRequest(name=name, dest_host=dest, options=opts),
                                  timeout=timeout)).record
         finally:
             if watch:

@@ -11,7 +11,7 @@ import sys
 
 from cellbed.domain import errors
 from cellbed.cell import cell as cellmod
-from cellbed.v1 import node_pb2 as pb
+from cellbed.v1 import node_pb2 as npb
 from cellbed.cli.common import ASR_NAMES, Cell, RECORD_COLS, STATE_NAMES, emit, migrate, msg_dict, record_row, table
 from cellbed.daemon.san import SanConfig
 from cellbed.cell.ssh import inventory, inventory_yaml
@@ -77,8 +77,8 @@ async def cmd_cell_status(args) -> None:
          + table(rows, ["host", "address", "health", "cpu_cores", "mem_mib"]))
 
 
-def _workload(args) -> pb.Workload:
-    w = pb.Workload()
+def _workload(args) -> npb.Workload:
+    w = npb.Workload()
     if args.cpu_load is not None:
         w.cpu_load = args.cpu_load
     if args.wss_mib is not None:
@@ -97,15 +97,15 @@ async def cmd_vm_start(args) -> None:
     w = _workload(args)
     if args.wss_mib is None:
         w.wss_mib = min(32, max(0, args.mem_mib - 80))
-    spec = pb.VmSpec(name=name, mem_mib=args.mem_mib, vcpus=args.vcpus, workload=w, production=args.production,
+    spec = npb.VmSpec(name=name, mem_mib=args.mem_mib, vcpus=args.vcpus, workload=w, production=args.production,
                      priority=args.priority)
     async with c.client(args.host) as cl:
-        vm = (await cl.call("StartVm", pb.StartVmRequest(spec=spec), timeout=180)).vm
+        vm = (await cl.call("StartVm", npb.StartVmRequest(spec=spec), timeout=180)).vm
     emit(args, msg_dict(vm), f"started {name} on {args.host}: boot-to-workload {vm.boot_to_workload_s:.2f} s, "
                              f"heartbeat {vm.heartbeat}")
 
 
-def vm_row(v: pb.VmInfo) -> dict:
+def vm_row(v: npb.VmInfo) -> dict:
     w = v.spec.workload
     return {"name": v.spec.name, "host": v.host, "state": STATE_NAMES[v.state], "reason": v.state_reason,
             "mem_mib": v.spec.mem_mib, "vcpus": v.spec.vcpus, "cpu_load": f"{w.cpu_load:g}",
@@ -126,7 +126,7 @@ async def cmd_vm_stop(args) -> None:
     c = Cell(args)
     v = await c.find_vm(args.name)
     async with c.client(v.host) as cl:
-        await cl.call("StopVm", pb.StopVmRequest(name=args.name), timeout=60)
+        await cl.call("StopVm", npb.StopVmRequest(name=args.name), timeout=60)
     emit(args, {"stopped": args.name, "host": v.host}, f"stopped {args.name} on {v.host}")
 
 
@@ -134,14 +134,14 @@ async def cmd_vm_set_workload(args) -> None:
     c = Cell(args)
     v = await c.find_vm(args.name)
     async with c.client(v.host) as cl:
-        vm = (await cl.call("SetWorkload", pb.SetWorkloadRequest(name=args.name, workload=_workload(args)))).vm
+        vm = (await cl.call("SetWorkload", npb.SetWorkloadRequest(name=args.name, workload=_workload(args)))).vm
     emit(args, msg_dict(vm), table([vm_row(vm)], ["name", "host", "cpu_load", "wss_mib", "dirty", "heartbeat"]))
 
 
-def _options(args) -> pb.MigrationOptions:
-    pol = {"abort": pb.TIMEOUT_POLICY_ABORT, "auto-converge": pb.TIMEOUT_POLICY_AUTO_CONVERGE,
-           "postcopy": pb.TIMEOUT_POLICY_POSTCOPY}[args.timeout_policy]
-    return pb.MigrationOptions(bandwidth_mib_s=args.bandwidth_mib_s, max_downtime_ms=args.max_downtime_ms,
+def _options(args) -> npb.MigrationOptions:
+    pol = {"abort": npb.TIMEOUT_POLICY_ABORT, "auto-converge": npb.TIMEOUT_POLICY_AUTO_CONVERGE,
+           "postcopy": npb.TIMEOUT_POLICY_POSTCOPY}[args.timeout_policy]
+    return npb.MigrationOptions(bandwidth_mib_s=args.bandwidth_mib_s, max_downtime_ms=args.max_downtime_ms,
                                auto_converge=args.auto_converge, postcopy=args.postcopy,
                                completion_timeout_s=args.timeout_s, timeout_policy=pol)
 
@@ -150,7 +150,7 @@ async def cmd_vm_migrate(args) -> None:
     c = Cell(args)
     rec = await migrate(c, args.name, args.to, _options(args), show_progress=not args.json)
     emit(args, msg_dict(rec), table([record_row(rec)], RECORD_COLS) + f"\n{rec.detail}")
-    if rec.outcome != pb.MIGRATION_OUTCOME_SUCCEEDED:
+    if rec.outcome != npb.MIGRATION_OUTCOME_SUCCEEDED:
         raise SystemExit(3)
 
 
@@ -158,7 +158,7 @@ async def cmd_vm_abort(args) -> None:
     c = Cell(args)
     v = await c.find_vm(args.name)
     async with c.client(v.host) as cl:
-        await cl.call("AbortMigration", pb.AbortMigrationRequest(name=args.name))
+        await cl.call("AbortMigration", npb.AbortMigrationRequest(name=args.name))
     emit(args, {"aborted": args.name}, f"abort requested for {args.name} on {v.host}")
 
 
@@ -167,7 +167,7 @@ async def cmd_nodes(args) -> None:
 
     async def one(h):
         async with c.client(h) as cl:
-            return (await cl.call("GetHostState", pb.GetHostStateRequest())).state
+            return (await cl.call("GetHostState", npb.GetHostStateRequest())).state
     states = await asyncio.gather(*(one(h) for h in c.hosts))
     rows = [{"host": s.host, "cpu_cap": f"{s.capacity.cpu_cores:.2f}", "mem_cap": s.capacity.mem_mib,
              "cpu_req": f"{s.cpu_req_cores:.2f}", "cpu_used": f"{s.cpu_used_cores:.2f}",
@@ -183,7 +183,7 @@ async def cmd_migrations(args) -> None:
 
     async def one(h):
         async with c.client(h) as cl:
-            return (await cl.call("ListMigrations", pb.ListMigrationsRequest())).records
+            return (await cl.call("ListMigrations", npb.ListMigrationsRequest())).records
     recs = sorted((r for rs in await asyncio.gather(*(one(h) for h in c.hosts)) for r in rs),
                   key=lambda r: r.start_unix_s)
     emit(args, [msg_dict(r) for r in recs], table([record_row(r) for r in recs], RECORD_COLS))

@@ -10,7 +10,7 @@ import time
 from cellbed.domain import errors
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
-from cellbed.v1 import masb_pb2 as mpb
+from cellbed.v1 import masb_pb2 as masbpb
 
 
 
@@ -28,7 +28,7 @@ async def cmd_broker_cache(args) -> None:
                                   "or give --broker HOST:PORT")
     t = _transport()
     try:
-        r = await t.request(target, "BrokerAgent/ListCache", mpb.ListCacheRequest(), timeout=10)
+        r = await t.request(target, "BrokerAgent/ListCache", masbpb.ListCacheRequest(), timeout=10)
     finally:
         await t.close()
     rows = [{"node": e.report.host, "age_s": f"{e.age_s:.1f}",
@@ -50,7 +50,7 @@ async def cmd_san(args) -> None:
         hs = c.hosts[h]
         try:
             return await t.request(f"{hs['address']}:{hs['grpc_port']}", "San/ListNegotiations",
-                                   mpb.ListNegotiationsRequest(limit=args.limit), timeout=10)
+                                   masbpb.ListNegotiationsRequest(limit=args.limit), timeout=10)
         except errors.CellbedError as e:
             return e
     try:

@@ -15,12 +15,12 @@ import re
 from cellbed.domain import errors, wire
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
-from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.domain.constraints import Constraint, ConstraintOp
 from cellbed.controller.megha.config import ControllerConfig
 
-STATE = {v: k.replace("TASK_STATE_", "") for k, v in mpb.TaskState.items()}
-ROLE = {v: k.replace("LM_ROLE_", "").lower() for k, v in mpb.LmRole.items()}
+STATE = {v: k.replace("TASK_STATE_", "") for k, v in meghapb.TaskState.items()}
+ROLE = {v: k.replace("LM_ROLE_", "").lower() for k, v in meghapb.LmRole.items()}
 _CONSTRAINT = re.compile(r"^([A-Za-z0-9_.:-]+)\s*(!=|=|<|>)\s*(.*)$")
 _OPS = {"=": ConstraintOp.EQUAL, "!=": ConstraintOp.NOT_EQUAL, "<": ConstraintOp.LESS_THAN,
         ">": ConstraintOp.GREATER_THAN}
@@ -81,15 +81,15 @@ class Targets:
         await self.t.close()
 
 
-def alloc_line(a: mpb.AllocationTime) -> str:
+def alloc_line(a: meghapb.AllocationTime) -> str:
     return (f"allocation time {a.total_ms:.1f} ms = framework queueing {a.framework_queue_ms:.1f} + processing "
             f"{a.processing_ms:.2f} + worker queueing {a.worker_queue_ms:.1f} + communication {a.communication_ms:.1f} ms"
             f" ({a.attempts} attempt{'s' if a.attempts != 1 else ''}); VM boot {a.boot_ms:.0f} ms (separate)")
 
 
-def status_text(s: mpb.TaskStatus) -> str:
+def status_text(s: meghapb.TaskStatus) -> str:
     head = f"task {s.name} (user {s.user}, GM {s.gm}): {STATE.get(s.state, s.state)}"
-    if s.state == mpb.TASK_STATE_QUEUED:
+    if s.state == meghapb.TASK_STATE_QUEUED:
         return head + f", position {s.queue_position} in its queue" + (f": {s.detail}" if s.detail else "")
     p = s.placement
     lines = [head + (f" on {p.host} ({p.lm} via {p.lm_instance}, partition of {p.partition}"
@@ -107,7 +107,7 @@ async def cmd_submit(args) -> None:
         if not (math.isfinite(v) and v > 0):
             raise errors.InvalidArgument(f"{name}={v!r} is out of range: allowed > 0 {unit}")
     cons = [parse_constraint(c) for c in args.constraint]
-    task = mpb.MeghaTask(name=args.name, user=args.user, request=wire.resources(args.cpu, args.mem),
+    task = meghapb.MeghaTask(name=args.name, user=args.user, request=wire.resources(args.cpu, args.mem),
                          constraints=wire.constraints_pb(cons), production=args.production,
                          priority=args.priority if args.priority is not None else (10 if args.production else 0),
                          duration_s=args.duration_s, vcpus=args.vcpus,
@@ -115,7 +115,7 @@ async def cmd_submit(args) -> None:
     tg = Targets(args)
     try:
         r = await tg.call(tg.gm_for(args.user), "GlobalMaster/Submit",
-                          mpb.SubmitRequest(task=task, wait_s=args.wait_s), timeout=args.wait_s + 15)
+                          meghapb.SubmitRequest(task=task, wait_s=args.wait_s), timeout=args.wait_s + 15)
     finally:
         await tg.close()
     common.emit(args, common.msg_dict(r.status), status_text(r.status))
@@ -127,7 +127,7 @@ async def cmd_task(args) -> None:
         last = None
         for _, addr in tg.gms():
             try:
-                r = await tg.call(addr, "GlobalMaster/GetTask", mpb.GetTaskRequest(name=args.name, wait_s=args.wait_s),
+                r = await tg.call(addr, "GlobalMaster/GetTask", meghapb.GetTaskRequest(name=args.name, wait_s=args.wait_s),
                                   timeout=args.wait_s + 10)
                 common.emit(args, common.msg_dict(r.status), status_text(r.status))
                 return
@@ -143,7 +143,7 @@ async def cmd_gm_view(args) -> None:
     out, texts = [], []
     try:
         for name, addr in tg.gms()[: None if args.all else 1]:
-            v = await tg.call(addr, "GlobalMaster/GetView", mpb.GetViewRequest())
+            v = await tg.call(addr, "GlobalMaster/GetView", meghapb.GetViewRequest())
             out.append(common.msg_dict(v))
             rows = []
             for lm in v.lms:
@@ -171,11 +171,11 @@ async def cmd_lm_partitions(args) -> None:
             r, err = None, None
             for a in addrs:                       # the active instance answers with its partitions
                 try:
-                    cand = await tg.call(a, "LocalMaster/ListPartitions", mpb.ListPartitionsRequest())
+                    cand = await tg.call(a, "LocalMaster/ListPartitions", meghapb.ListPartitionsRequest())
                 except errors.CellbedError as e:
                     err = e
                     continue
-                if r is None or cand.role == mpb.LM_ROLE_ACTIVE:
+                if r is None or cand.role == meghapb.LM_ROLE_ACTIVE:
                     r = cand
             if r is None:
                 raise err
@@ -194,11 +194,11 @@ async def cmd_lm_partitions(args) -> None:
 
 async def cmd_queues(args) -> None:
     tg = Targets(args)
-    merged: dict[str, mpb.QueueInfo] = {}
+    merged: dict[str, meghapb.QueueInfo] = {}
     cap = None
     try:
         for name, addr in tg.gms():
-            r = await tg.call(addr, "GlobalMaster/ListQueues", mpb.ListQueuesRequest())
+            r = await tg.call(addr, "GlobalMaster/ListQueues", meghapb.ListQueuesRequest())
             cap = r.capacity
             for q in r.queues:
                 if q.gm == r.gm or q.user not in merged:     # the serving GM knows the queue's length

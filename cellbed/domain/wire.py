@@ -8,7 +8,7 @@ import math
 
 from cellbed.domain.constraints import AttrValue, Constraint, ConstraintOp
 from cellbed.domain.vm import VmSpec
-from cellbed.v1 import common_pb2 as cpb, node_pb2 as pb
+from cellbed.v1 import common_pb2 as cpb, node_pb2 as npb
 from cellbed.domain.errors import InvalidArgument
 
 
@@ -68,16 +68,16 @@ def resources(cpu_cores: float, mem_mib: float) -> cpb.Resources:
     return cpb.Resources(cpu_cores=cpu_cores, mem_mib=mem_mib)
 
 
-def spec_pb(s: VmSpec) -> pb.VmSpec:
+def spec_pb(s: VmSpec) -> npb.VmSpec:
     inf = math.isinf(s.dirty_mib_s)
-    return pb.VmSpec(name=s.name, mem_mib=s.mem_mib, vcpus=s.vcpus, production=s.production,
+    return npb.VmSpec(name=s.name, mem_mib=s.mem_mib, vcpus=s.vcpus, production=s.production,
                      priority=s.priority, req_cpu_cores=s.req_cpu_cores, user=s.user,
                      constraints=constraints_pb(s.constraints),
-                     workload=pb.Workload(cpu_load=s.cpu_load, wss_mib=s.wss_mib,
+                     workload=npb.Workload(cpu_load=s.cpu_load, wss_mib=s.wss_mib,
                                           dirty_mib_s=0 if inf else s.dirty_mib_s, dirty_max=inf))
 
 
-def spec_from_pb(p: pb.VmSpec) -> VmSpec:
+def spec_from_pb(p: npb.VmSpec) -> VmSpec:
     w = p.workload
     return VmSpec(name=p.name, mem_mib=p.mem_mib or 128, vcpus=p.vcpus or 1, cpu_load=w.cpu_load,
                   wss_mib=w.wss_mib, dirty_mib_s=math.inf if w.dirty_max else w.dirty_mib_s,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from cellbed.runtime import rpc
-from cellbed.v1 import node_pb2 as pb, node_pb2_grpc as pbg
+from cellbed.v1 import node_pb2 as npb, node_pb2_grpc as npbg
 
 
 class NodeClient:
@@ -13,7 +13,7 @@ class NodeClient:
         self.target = target
         self.name = name or target
         self.channel = grpc.aio.insecure_channel(target)
-        self.stub = pbg.NodeAgentStub(self.channel)
+        self.stub = npbg.NodeAgentStub(self.channel)
 
     async def close(self) -> None:
         await self.channel.close()
@@ -31,4 +31,4 @@ class NodeClient:
             raise rpc.from_rpc_error(e, f"{self.name} {method}") from e
 
 
-__all__ = ["NodeClient", "pb"]
+__all__ = ["NodeClient", "npb"]

@@ -20,8 +20,8 @@ from cellbed.controller.megha.gm import GlobalMaster
 from cellbed.controller.megha.gm_task import QUEUED, STARTING
 from cellbed.controller.megha.lm_wire import task_request, vm_spec
 from cellbed.controller.megha.sampling import SamplingScheduler
-from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
-from cellbed.v1 import masb_pb2
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
+from cellbed.v1 import masb_pb2 as masbpb
 
 FRONTEND_NAMES = ("megha", "central", "sampling", "masb")
 
@@ -29,7 +29,7 @@ FRONTEND_NAMES = ("megha", "central", "sampling", "masb")
 class Frontend(Protocol):
     name: str
 
-    async def submit(self, task: mpb.MeghaTask) -> None:
+    async def submit(self, task: meghapb.MeghaTask) -> None:
         """Accept a task (raises the project's errors on bad input); placement is asynchronous."""
 
     def on_record(self, fn: Callable[[AllocationRecord], None]) -> None:
@@ -50,11 +50,11 @@ class MeghaFrontend:
         self.gms = gms
         self._route = {u: q.gm for g in gms.values() for u, q in g.queue_cfg.items()}
 
-    async def submit(self, task: mpb.MeghaTask) -> None:
+    async def submit(self, task: meghapb.MeghaTask) -> None:
         gm = self._route.get(task.user)
         if gm is None:
             raise errors.NotFound(f"user {task.user!r} has no queue: users are {', '.join(sorted(self._route))}")
-        await self.gms[gm].submit(mpb.SubmitRequest(task=task))
+        await self.gms[gm].submit(meghapb.SubmitRequest(task=task))
 
     def on_record(self, fn) -> None:
         for g in self.gms.values():
@@ -77,7 +77,7 @@ class SamplingFrontend:
         self.schedulers = schedulers
         self._rr: dict[str, int] = {}
 
-    async def submit(self, task: mpb.MeghaTask) -> None:
+    async def submit(self, task: meghapb.MeghaTask) -> None:
         i = self._rr.setdefault(task.user, len(self._rr) % len(self.schedulers))
         await self.schedulers[i].submit(task)
 
@@ -103,7 +103,7 @@ class MasbFrontend:
     receive stamp. The front-end stops each task after its duration (StopVm)."""
 
     def __init__(self, transport, clock, brokers: list[str], rng: np.random.Generator, name: str = "masb") -> None:
-        self._mpb = masb_pb2
+        self._mpb = masbpb
         self.name = name
         self.transport, self.clock, self.rng = transport, clock, rng
         self.brokers = list(brokers)
@@ -112,7 +112,7 @@ class MasbFrontend:
         self._counters: Counter = Counter()
         self._bg: set[asyncio.Task] = set()
 
-    async def submit(self, task: mpb.MeghaTask) -> None:
+    async def submit(self, task: meghapb.MeghaTask) -> None:
         now = self.clock.now()
         task.arrival_unix_s = now
         self._pending[task.name] = (task.user, now)
@@ -120,7 +120,7 @@ class MasbFrontend:
         self._bg.add(t)
         t.add_done_callback(self._bg.discard)
 
-    async def _allocate(self, task: mpb.MeghaTask, arrival: float) -> None:
+    async def _allocate(self, task: meghapb.MeghaTask, arrival: float) -> None:
         m = self._mpb
         cpu, mem = task_request(task)
         info = m.TaskInfo(name=task.name, requested=wire.resources(cpu, mem), used=wire.resources(cpu, mem),

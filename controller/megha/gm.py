@@ -31,7 +31,7 @@ from cellbed.controller.megha.params import GmParams
 from cellbed.controller.megha.queues import QueueStore, UserQueues
 from cellbed.policy.megha.view import View
 from cellbed.domain.vm import NAME_RE
-from cellbed.v1 import megha_pb2 as mpb
+from cellbed.v1 import megha_pb2 as meghapb
 from cellbed.domain.constraints import Constraint
 from cellbed.controller.megha.gm_task import FINISHED, QUEUED, REJECTED, RUNNING, GmTask
 from cellbed.controller.megha.gm_events import EventsMixin
@@ -83,7 +83,7 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
     async def start(self, subscribe: bool = True) -> None:
         self._incarnation = _base36(int(self.clock.now() * 1000))[-6:]
         if subscribe:
-            self.transport.subscribe(state_topic(self.cell), self.on_state, mpb.LmState)
+            self.transport.subscribe(state_topic(self.cell), self.on_state, meghapb.LmState)
         await asyncio.gather(*(self._bootstrap(lm) for lm in self.view.order))
         await self._recover()
         self._tasks += [asyncio.create_task(self._serve(), name=f"{self.name}-serve"),
@@ -105,7 +105,7 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
                 self._work.set()
 
     # --- submit ---------------------------------------------------------------------------------
-    def _validate(self, t: mpb.MeghaTask) -> tuple[tuple[Constraint, ...], float, float]:
+    def _validate(self, t: meghapb.MeghaTask) -> tuple[tuple[Constraint, ...], float, float]:
         if not self.view.ready:
             raise errors.Unavailable(f"GM {self.name} has no LM state yet (no update from "
                                      f"{', '.join(self.view.order)}); retry shortly")
@@ -132,7 +132,7 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
                                          f"{len(known)} attribute(s): {shown or 'none'}")
         return cons, cpu, float(math.ceil(mem - 1e-9))
 
-    def _new_task(self, t: mpb.MeghaTask, arrival: float, now: float) -> GmTask:
+    def _new_task(self, t: meghapb.MeghaTask, arrival: float, now: float) -> GmTask:
         cons = wire.constraints_from_pb(t.constraints)
         cpu, mem = task_request(t)
         gt = GmTask(t, cons, cpu, mem, AllocClock(arrival=arrival, queued_at=now))
@@ -146,8 +146,8 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
             if name not in self.tasks and name not in self.done:
                 return name
 
-    async def submit(self, req: mpb.SubmitRequest) -> mpb.TaskStatus:
-        t = mpb.MeghaTask()
+    async def submit(self, req: meghapb.SubmitRequest) -> meghapb.TaskStatus:
+        t = meghapb.MeghaTask()
         t.CopyFrom(req.task)
         if not t.user:
             raise errors.InvalidArgument(f"task.user must be set: users with a queue are {', '.join(sorted(self.shares))}")
@@ -165,7 +165,7 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
             t.name = self._next_name()
         elif (t.name in self.tasks and self.tasks[t.name].state not in (FINISHED, REJECTED)) or t.name in self.done:
             raise errors.AlreadyExists(f"task {t.name!r} was already submitted (state "
-                                       f"{mpb.TaskState.Name((self.tasks.get(t.name) or self.done[t.name]).state)})")
+                                       f"{meghapb.TaskState.Name((self.tasks.get(t.name) or self.done[t.name]).state)})")
         now = self.clock.now()
         t.arrival_unix_s = now
         gt = self._new_task(t, now, now)         # the name is taken from here on
@@ -206,23 +206,23 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
             raise errors.NotFound(f"task {name!r} is unknown to GM {self.name}")
         return gt
 
-    async def remote_status(self, name: str) -> mpb.TaskStatus:
+    async def remote_status(self, name: str) -> meghapb.TaskStatus:
         """A task this GM does not know (it placed it before a restart): ask the LMs."""
         for lm in self.view.order:
             try:
                 r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
-                                                 mpb.FindTasksRequest(names=[name]), timeout=self.params.request_timeout_s)
+                                                 meghapb.FindTasksRequest(names=[name]), timeout=self.params.request_timeout_s)
             except errors.CellbedError:
                 continue
             for rec in r.found:
-                return mpb.TaskStatus(name=name, user=rec.task.user, state=rec.state, gm=self.name,
-                                      placement=mpb.Placement(lm=lm, host=rec.host, partition=rec.partition,
+                return meghapb.TaskStatus(name=name, user=rec.task.user, state=rec.state, gm=self.name,
+                                      placement=meghapb.Placement(lm=lm, host=rec.host, partition=rec.partition,
                                                               repartitioned=rec.logical),
                                       detail="placed before this GM restarted; allocation time unknown here")
         raise errors.NotFound(f"task {name!r} is unknown to GM {self.name} and to every LM")
 
-    def status(self, gt: GmTask, position: bool = True) -> mpb.TaskStatus:
-        st = mpb.TaskStatus(name=gt.name, user=gt.user, state=gt.state, gm=self.name, detail=gt.detail,
+    def status(self, gt: GmTask, position: bool = True) -> meghapb.TaskStatus:
+        st = meghapb.TaskStatus(name=gt.name, user=gt.user, state=gt.state, gm=self.name, detail=gt.detail,
                             preemptions=gt.preemptions)
         if gt.placement is not None:
             st.placement.CopyFrom(gt.placement)
@@ -292,9 +292,9 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
         self._park(gt, gt.detail)
 
     # --- what cellctl shows --------------------------------------------------------------------------
-    def get_view(self) -> mpb.GetViewResponse:
+    def get_view(self) -> meghapb.GetViewResponse:
         now = self.clock.now()
-        out = mpb.GetViewResponse(gm=self.name, counters=dict(self.counters))
+        out = meghapb.GetViewResponse(gm=self.name, counters=dict(self.counters))
         for lm in self.view.order:
             v = self.view[lm]
             lv = out.lms.add(lm=lm, instance=v.instance or self._target(lm), epoch=v.epoch, version=v.version,
@@ -308,10 +308,10 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
                                   capacity=wire.resources(float(v.total_cpu[m].sum()), float(v.total_mem[m].sum())))
         return out
 
-    def list_queues(self) -> mpb.ListQueuesResponse:
+    def list_queues(self) -> meghapb.ListQueuesResponse:
         cap_c, cap_m = self.view.capacity()
         usage = self.view.usage()
-        out = mpb.ListQueuesResponse(gm=self.name, capacity=wire.resources(cap_c, cap_m))
+        out = meghapb.ListQueuesResponse(gm=self.name, capacity=wire.resources(cap_c, cap_m))
         for u in sorted(self.queue_cfg):
             q = self.queue_cfg[u]
             c, m, n = usage.get(u, (0.0, 0.0, 0))

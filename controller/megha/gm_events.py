@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from cellbed.domain import errors
 from cellbed.controller.megha.alloc import AllocClock, record
-from cellbed.v1 import megha_pb2 as mpb
+from cellbed.v1 import megha_pb2 as meghapb
 from cellbed.controller.megha.gm_task import FINISHED, QUEUED, REJECTED, RUNNING, STARTING, GmTask
 
 
@@ -12,13 +12,13 @@ class EventsMixin:
     """Part of GlobalMaster (which owns the state these methods use)."""
 
     # --- task events from the LMs ------------------------------------------------------------------------
-    def report_events(self, req: mpb.ReportTaskEventsRequest) -> int:
+    def report_events(self, req: meghapb.ReportTaskEventsRequest) -> int:
         if not self.ready.is_set():
             raise errors.Unavailable(f"GM {self.name} is recovering its queues; resend the events")
         for ev in req.events:
             k = ev.kind
             gt = self.tasks.get(ev.name)
-            if k == mpb.TASK_EVENT_KIND_STARTED:
+            if k == meghapb.TASK_EVENT_KIND_STARTED:
                 if gt is None and ev.task.name == ev.name and ev.task.user in self.my_users:
                     gt = self._new_task(ev.task, ev.task.arrival_unix_s or ev.unix_s, ev.unix_s)  # placed before
                     gt.state, gt.placement, gt.recovered = STARTING, ev.placement, True         # a restart
@@ -35,15 +35,15 @@ class EventsMixin:
                     self.counters["started_while_queued"] += 1
                 elif gt.state == STARTING:
                     self._started(gt, ev)
-            elif k == mpb.TASK_EVENT_KIND_FINISHED:
+            elif k == meghapb.TASK_EVENT_KIND_FINISHED:
                 if gt is not None and gt.state in (STARTING, RUNNING):
                     gt.state = FINISHED
                     gt.detail = ev.detail
                     self._retire(gt)
                 self.counters["finished"] += 1
-            elif k in (mpb.TASK_EVENT_KIND_PREEMPTED, mpb.TASK_EVENT_KIND_FAILED):
+            elif k in (meghapb.TASK_EVENT_KIND_PREEMPTED, meghapb.TASK_EVENT_KIND_FAILED):
                 self._requeue(gt, ev)
-            elif k == mpb.TASK_EVENT_KIND_REJECTED:
+            elif k == meghapb.TASK_EVENT_KIND_REJECTED:
                 if gt is not None:
                     gt.state, gt.detail = REJECTED, ev.detail
                     self.store.remove(self.name, gt.name)
@@ -64,7 +64,7 @@ class EventsMixin:
             if not f.done():
                 f.set_result(None)
 
-    def _started(self, gt: GmTask, ev: mpb.TaskEvent) -> None:
+    def _started(self, gt: GmTask, ev: meghapb.TaskEvent) -> None:
         tm = ev.timing
         comm = (tm.comm_in_ms + tm.comm_node_ms) / 1000
         start = tm.start_unix_s or ev.unix_s
@@ -83,7 +83,7 @@ class EventsMixin:
                      requeues=gt.requeues)
         gt.state = RUNNING
         gt.placement = ev.placement
-        gt.allocation = mpb.AllocationTime(
+        gt.allocation = meghapb.AllocationTime(
             framework_queue_ms=rec.framework_queue_ms, processing_ms=rec.processing_ms,
             worker_queue_ms=rec.worker_queue_ms, communication_ms=rec.communication_ms, total_ms=rec.total_ms,
             boot_ms=rec.boot_ms, attempts=rec.attempts, arrival_unix_s=clk.arrival, start_unix_s=start)
@@ -92,8 +92,8 @@ class EventsMixin:
             fn(rec)
         self._wake(gt)
 
-    def _requeue(self, gt: GmTask | None, ev: mpb.TaskEvent) -> None:
-        preempted = ev.kind == mpb.TASK_EVENT_KIND_PREEMPTED
+    def _requeue(self, gt: GmTask | None, ev: meghapb.TaskEvent) -> None:
+        preempted = ev.kind == meghapb.TASK_EVENT_KIND_PREEMPTED
         if gt is None:
             if not ev.task.name or ev.task.user not in self.my_users:
                 self.counters["events_unknown"] += 1

@@ -6,7 +6,7 @@ import logging
 from collections import Counter
 from cellbed.domain import errors
 from cellbed.policy.megha import fairness
-from cellbed.v1 import megha_pb2 as mpb
+from cellbed.v1 import megha_pb2 as meghapb
 from cellbed.controller.megha.gm_task import QUEUED, RUNNING, STARTING, GmTask, LM_DOWN
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class PlaceMixin:
         for lm in sorted(gt.unsure):
             try:
                 r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
-                                                 mpb.FindTasksRequest(names=[gt.name]),
+                                                 meghapb.FindTasksRequest(names=[gt.name]),
                                                  timeout=self.params.request_timeout_s)
             except errors.CellbedError as e:
                 gt.detail = f"waiting to learn whether LM {lm} took it: {e}"
@@ -46,8 +46,8 @@ class PlaceMixin:
             if r.found:
                 rec = r.found[0]
                 gt.unsure.clear()
-                gt.state = RUNNING if rec.state == mpb.TASK_STATE_RUNNING else STARTING
-                gt.placement = mpb.Placement(lm=lm, host=rec.host, partition=rec.partition, repartitioned=rec.logical)
+                gt.state = RUNNING if rec.state == meghapb.TASK_STATE_RUNNING else STARTING
+                gt.placement = meghapb.Placement(lm=lm, host=rec.host, partition=rec.partition, repartitioned=rec.logical)
                 self.store.remove(self.name, gt.name)
                 self.counters["found_after_timeout"] += 1
                 return "placed"
@@ -65,11 +65,11 @@ class PlaceMixin:
         """One request to an LM: "ok", "refused" (inconsistency; state applied) or "lm_down"."""
         now = self.clock.now()
         if kind == "launch":
-            method, req = "Launch", mpb.LaunchRequest(task=gt.task, gm=self.name, host=host, sent_unix_s=now)
+            method, req = "Launch", meghapb.LaunchRequest(task=gt.task, gm=self.name, host=host, sent_unix_s=now)
         elif kind == "repartition":
-            method, req = "Repartition", mpb.RepartitionRequest(task=gt.task, gm=self.name, host=host, sent_unix_s=now)
+            method, req = "Repartition", meghapb.RepartitionRequest(task=gt.task, gm=self.name, host=host, sent_unix_s=now)
         else:
-            method, req = "Preempt", mpb.PreemptRequest(task=gt.task, gm=self.name, victim_user=victim, sent_unix_s=now)
+            method, req = "Preempt", meghapb.PreemptRequest(task=gt.task, gm=self.name, victim_user=victim, sent_unix_s=now)
         target = self._target(lm)
         self.counters[f"{kind}_requests"] += 1
         gt.inflight = True
@@ -100,7 +100,7 @@ class PlaceMixin:
             tm = resp.timing
             gt.clk.failed_attempt(rtt, tm.queue_ms / 1000, tm.processing_ms / 1000)
             gt.detail = f"{lm}: {resp.detail}"
-            self.counters[f"inconsistency_{mpb.Inconsistency.Name(resp.inconsistency).split('_', 1)[1].lower()}"] += 1
+            self.counters[f"inconsistency_{meghapb.Inconsistency.Name(resp.inconsistency).split('_', 1)[1].lower()}"] += 1
             return "refused"
         gt.state = STARTING
         gt.placement = resp.placement
@@ -129,7 +129,7 @@ class PlaceMixin:
 
     async def _stop_duplicate(self, lm: str, name: str) -> None:
         try:
-            await self.transport.request(self._target(lm), "LocalMaster/StopTask", mpb.StopTaskRequest(name=name),
+            await self.transport.request(self._target(lm), "LocalMaster/StopTask", meghapb.StopTaskRequest(name=name),
                                          timeout=self.params.request_timeout_s)
         except errors.CellbedError as e:
             log.warning("GM %s: stopping the duplicate of %s on %s failed: %s", self.name, name, lm, e)

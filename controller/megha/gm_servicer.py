@@ -6,10 +6,10 @@ import math
 from cellbed.controller.megha.gm import GlobalMaster
 from cellbed.domain import errors
 from cellbed.runtime.rpc import handles_errors
-from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg
+from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg
 
 
-class GlobalMasterServicer(mpbg.GlobalMasterServicer):
+class GlobalMasterServicer(meghapbg.GlobalMasterServicer):
     """Thin: translate, delegate."""
 
     def __init__(self, agent: GlobalMaster) -> None:
@@ -17,7 +17,7 @@ class GlobalMasterServicer(mpbg.GlobalMasterServicer):
 
     @handles_errors
     async def Submit(self, request, context):
-        return mpb.SubmitResponse(status=await self.agent.submit(request))
+        return meghapb.SubmitResponse(status=await self.agent.submit(request))
 
     @handles_errors
     async def GetTask(self, request, context):
@@ -28,10 +28,10 @@ class GlobalMasterServicer(mpbg.GlobalMasterServicer):
         try:
             gt = self.agent.find(request.name)
         except errors.NotFound:
-            return mpb.GetTaskResponse(status=await self.agent.remote_status(request.name))
+            return meghapb.GetTaskResponse(status=await self.agent.remote_status(request.name))
         if request.wait_s > 0:
             await self.agent.wait(gt, request.wait_s)
-        return mpb.GetTaskResponse(status=self.agent.status(gt))
+        return meghapb.GetTaskResponse(status=self.agent.status(gt))
 
     @handles_errors
     async def GetView(self, request, context):
@@ -43,4 +43,4 @@ class GlobalMasterServicer(mpbg.GlobalMasterServicer):
 
     @handles_errors
     async def ReportTaskEvents(self, request, context):
-        return mpb.ReportTaskEventsResponse(accepted=self.agent.report_events(request))
+        return meghapb.ReportTaskEventsResponse(accepted=self.agent.report_events(request))

@@ -5,7 +5,7 @@ import asyncio
 import logging
 from cellbed.domain import errors, wire
 from cellbed.policy.megha import fairness
-from cellbed.v1 import megha_pb2 as mpb
+from cellbed.v1 import megha_pb2 as meghapb
 from cellbed.controller.megha.gm_task import RUNNING, STARTING
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ class ViewMixin:
         """Ask an LM for its hosts and state once (best effort; updates will follow anyway)."""
         for _ in range(len(self.lm_instances[lm])):
             try:
-                st = (await self.transport.request(self._target(lm), "LocalMaster/GetState", mpb.GetStateRequest(),
+                st = (await self.transport.request(self._target(lm), "LocalMaster/GetState", meghapb.GetStateRequest(),
                                                    timeout=self.params.request_timeout_s)).state
             except errors.CellbedError as e:
                 log.info("GM %s: no state from %s yet: %s", self.name, self._target(lm), e)
@@ -40,7 +40,7 @@ class ViewMixin:
     async def _fetch_hosts(self, lm: str, instance: str = "") -> None:
         target = instance if instance in self.lm_instances[lm] else self._target(lm)
         try:
-            h = await self.transport.request(target, "LocalMaster/GetHosts", mpb.GetHostsRequest(),
+            h = await self.transport.request(target, "LocalMaster/GetHosts", meghapb.GetHostsRequest(),
                                              timeout=self.params.request_timeout_s)
         except errors.CellbedError as e:
             log.info("GM %s: GetHosts from %s failed: %s", self.name, target, e)
@@ -58,14 +58,14 @@ class ViewMixin:
         items = self.store.load(self.name)
         if not items:
             return
-        tasks = [mpb.MeghaTask.FromString(b) for _, b in items]
-        held: dict[str, tuple[str, mpb.LmTaskRecord]] = {}
+        tasks = [meghapb.MeghaTask.FromString(b) for _, b in items]
+        held: dict[str, tuple[str, meghapb.LmTaskRecord]] = {}
         names = [t.name for t in tasks]
         for lm in self.view.order:
             for _ in range(len(self.lm_instances[lm])):
                 try:
                     r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
-                                                     mpb.FindTasksRequest(names=names),
+                                                     meghapb.FindTasksRequest(names=names),
                                                      timeout=self.params.request_timeout_s)
                     for rec in r.found:
                         held[rec.task.name] = (lm, rec)
@@ -80,8 +80,8 @@ class ViewMixin:
             found = held.get(t.name)
             if found is not None:
                 lm, rec = found
-                gt.state = RUNNING if rec.state == mpb.TASK_STATE_RUNNING else STARTING
-                gt.placement = mpb.Placement(lm=lm, host=rec.host, partition=rec.partition,
+                gt.state = RUNNING if rec.state == meghapb.TASK_STATE_RUNNING else STARTING
+                gt.placement = meghapb.Placement(lm=lm, host=rec.host, partition=rec.partition,
                                              repartitioned=rec.logical)
                 self.store.remove(self.name, t.name)
                 self.counters["recovered_placed"] += 1
@@ -91,14 +91,14 @@ class ViewMixin:
         self._work.set()
 
     # --- view ---------------------------------------------------------------------------------
-    def on_state(self, topic: str, st: mpb.LmState) -> None:
+    def on_state(self, topic: str, st: meghapb.LmState) -> None:
         if st.lm not in self.view.lms:
             self.counters["states_unknown_lm"] += 1
             return
         self.counters["states_received"] += 1
         self._apply(st.lm, st)
 
-    def _apply(self, lm: str, st: mpb.LmState) -> None:
+    def _apply(self, lm: str, st: meghapb.LmState) -> None:
         v = self.view[lm]
         before_c = v.free_cpu.copy() if st.full and v.ready else None
         before_m = v.free_mem.copy() if before_c is not None else None

@@ -28,15 +28,15 @@ from collections import Counter
 from cellbed.domain import errors, wire
 from cellbed.policy.megha.validation import EXTERNAL, INTERNAL, ClusterState, LmTask, Refusal
 from cellbed.controller.megha.params import LmParams
-from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.controller.megha.lm_wire import ACTIVE, STANDBY, check_task, state_topic, task_request
 from cellbed.controller.megha.lm_standby import StandbyMixin
 from cellbed.controller.megha.lm_launch import LaunchMixin
 
 log = logging.getLogger(__name__)
 
-INCONSISTENCY_PB = {INTERNAL: mpb.INCONSISTENCY_INTERNAL, EXTERNAL: mpb.INCONSISTENCY_EXTERNAL,
-                  "preemption": mpb.INCONSISTENCY_PREEMPTION}
+INCONSISTENCY_PB = {INTERNAL: meghapb.INCONSISTENCY_INTERNAL, EXTERNAL: meghapb.INCONSISTENCY_EXTERNAL,
+                  "preemption": meghapb.INCONSISTENCY_PREEMPTION}
 
 
 class LocalMaster(LaunchMixin, StandbyMixin):
@@ -65,14 +65,14 @@ class LocalMaster(LaunchMixin, StandbyMixin):
         self._bg: set[asyncio.Task] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._stop_requested: set[str] = set()
-        self.outbox: dict[str, list[mpb.TaskEvent]] = {}
+        self.outbox: dict[str, list[meghapb.TaskEvent]] = {}
         self._flush = asyncio.Event()
         # replication
         self._dirty: set[str] = set()
         self._removed: set[str] = set()
         self._need_full = True
-        self.replica: dict[str, mpb.LmTaskRecord] = {}          # standby: the active's table
-        self.replica_outbox: list[tuple[str, mpb.TaskEvent]] = []
+        self.replica: dict[str, meghapb.LmTaskRecord] = {}          # standby: the active's table
+        self.replica_outbox: list[tuple[str, meghapb.TaskEvent]] = []
         self.last_heartbeat = 0.0
         self.takeovers = 0
         self.started = asyncio.Event()
@@ -82,7 +82,7 @@ class LocalMaster(LaunchMixin, StandbyMixin):
         await self._discover()
         if self.role == ACTIVE and self.peer:
             try:   # an active that comes back must not fight the standby that replaced it
-                r = await self.transport.request(self.peer, "LocalMaster/GetRole", mpb.GetRoleRequest(), timeout=5.0)
+                r = await self.transport.request(self.peer, "LocalMaster/GetRole", meghapb.GetRoleRequest(), timeout=5.0)
                 if r.role == ACTIVE:
                     log.warning("%s: peer %s is active (epoch %d): starting as standby", self.instance, self.peer,
                                 r.epoch)
@@ -100,7 +100,7 @@ class LocalMaster(LaunchMixin, StandbyMixin):
                             asyncio.create_task(self._watchdog(), name=f"{self.instance}-watchdog")]
         self.started.set()
         log.info("LM %s (%s) %s: %d hosts, %d partitions, %d tasks adopted", self.lm, self.instance,
-                 mpb.LmRole.Name(self.role), len(self.cluster.hosts), len(self.gms), len(self.cluster.tasks))
+                 meghapb.LmRole.Name(self.role), len(self.cluster.hosts), len(self.gms), len(self.cluster.tasks))
 
     async def stop(self) -> None:
         for h in self._timers.values():
@@ -151,7 +151,7 @@ class LocalMaster(LaunchMixin, StandbyMixin):
     def _adopt(self, h: int, vm: npb.VmInfo) -> None:
         s = vm.spec
         cpu = s.req_cpu_cores or (s.vcpus or 1) * s.workload.cpu_load
-        task = mpb.MeghaTask(name=s.name, user=s.user, request=wire.resources(cpu, s.mem_mib),
+        task = meghapb.MeghaTask(name=s.name, user=s.user, request=wire.resources(cpu, s.mem_mib),
                              constraints=s.constraints, production=s.production, priority=s.priority,
                              vcpus=s.vcpus, workload=s.workload)
         self.cluster.allocate(LmTask(s.name, s.user, float(cpu), float(s.mem_mib), h, int(self.cluster.owner[h]),
@@ -166,29 +166,29 @@ class LocalMaster(LaunchMixin, StandbyMixin):
                     self._adopt(h, vm)
 
     # --- state messages ----------------------------------------------------------------------
-    def _usage_pb(self) -> list[mpb.UserUsage]:
-        return [mpb.UserUsage(user=u, used=wire.resources(c, m), tasks=int(n))
+    def _usage_pb(self) -> list[meghapb.UserUsage]:
+        return [meghapb.UserUsage(user=u, used=wire.resources(c, m), tasks=int(n))
                 for u, (c, m, n) in sorted(self.cluster.usage.items())]
 
-    def full_state(self) -> mpb.LmState:
+    def full_state(self) -> meghapb.LmState:
         c = self.cluster
         fc, fm = c.free_arrays()
-        return mpb.LmState(lm=self.lm, instance=self.instance, epoch=self.epoch, version=c.version,
+        return meghapb.LmState(lm=self.lm, instance=self.instance, epoch=self.epoch, version=c.version,
                            sent_unix_s=self.clock.now(), hosts_digest=c.digest, gms=c.gms, full=True,
                            owner=c.owner.tolist(), free_cpu_cores=fc.tolist(), free_mem_mib=fm.tolist(),
                            usage=self._usage_pb(), logical_nodes=c.logical.tolist(),
                            capacity=wire.resources(float(c.total_cpu.sum()), float(c.total_mem.sum())))
 
-    def delta_state(self, hosts: list[int]) -> mpb.LmState:
+    def delta_state(self, hosts: list[int]) -> meghapb.LmState:
         c = self.cluster
         fc = [float(c.cap_cpu[h] - c.used_cpu[h]) for h in hosts]
         fm = [float(c.cap_mem[h] - c.used_mem[h]) for h in hosts]
-        return mpb.LmState(lm=self.lm, instance=self.instance, epoch=self.epoch, version=c.version,
+        return meghapb.LmState(lm=self.lm, instance=self.instance, epoch=self.epoch, version=c.version,
                            sent_unix_s=self.clock.now(), hosts_digest=c.digest, gms=c.gms, full=False,
                            host_index=hosts, owner=[int(c.owner[h]) for h in hosts], free_cpu_cores=fc,
                            free_mem_mib=fm, usage=self._usage_pb(), logical_nodes=c.logical.tolist())
 
-    def _reply_state(self, h: int) -> mpb.LmState:
+    def _reply_state(self, h: int) -> meghapb.LmState:
         return self.full_state() if self.params.piggyback_full else self.delta_state([h])
 
     def publish_state(self) -> None:
@@ -222,7 +222,7 @@ class LocalMaster(LaunchMixin, StandbyMixin):
             raise errors.NotFound(f"host={host!r} is not in LM {self.lm}'s cluster ({len(self.cluster.hosts)} hosts)")
         return g, h
 
-    async def _serial(self, req, fn) -> mpb.PlacementResponse:
+    async def _serial(self, req, fn) -> meghapb.PlacementResponse:
         """Validate one request at a time and time it (the LmTiming of the reply)."""
         recv = self.clock.now()
         self.require_active()
@@ -243,35 +243,35 @@ class LocalMaster(LaunchMixin, StandbyMixin):
         resp.timing.processing_ms = (done - acq) * 1000
         return resp
 
-    def _refuse(self, r: Refusal) -> mpb.PlacementResponse:
+    def _refuse(self, r: Refusal) -> meghapb.PlacementResponse:
         self.counters[f"inconsistency_{r.kind}"] += 1
-        return mpb.PlacementResponse(ok=False, detail=r.detail, inconsistency=INCONSISTENCY_PB[r.kind],
+        return meghapb.PlacementResponse(ok=False, detail=r.detail, inconsistency=INCONSISTENCY_PB[r.kind],
                                      state=self.full_state())
 
-    def _duplicate(self, name: str) -> mpb.PlacementResponse | None:
+    def _duplicate(self, name: str) -> meghapb.PlacementResponse | None:
         t = self.cluster.tasks.get(name)
         if t is None:
             return None
         self.counters["duplicates"] += 1   # a GM resent a task it had placed (e.g. after its restart)
-        return mpb.PlacementResponse(ok=True, detail="already placed", state=self._reply_state(t.host),
+        return meghapb.PlacementResponse(ok=True, detail="already placed", state=self._reply_state(t.host),
                                      placement=self._placement(t))
 
-    def _placement(self, t: LmTask, preempted=()) -> mpb.Placement:
-        return mpb.Placement(lm=self.lm, lm_instance=self.instance, host=self.cluster.hosts[t.host],
+    def _placement(self, t: LmTask, preempted=()) -> meghapb.Placement:
+        return meghapb.Placement(lm=self.lm, lm_instance=self.instance, host=self.cluster.hosts[t.host],
                              partition=self.cluster.gms[t.partition], repartitioned=t.logical,
                              preempted=list(preempted))
 
-    def _accept(self, req, h: int, g: int, logical: bool, victims=()) -> mpb.PlacementResponse:
+    def _accept(self, req, h: int, g: int, logical: bool, victims=()) -> meghapb.PlacementResponse:
         cpu, mem = task_request(req.task)
         t = LmTask(req.task.name, req.task.user, cpu, mem, h, g, logical, req.gm, "starting", 0.0, req.task)
         self.cluster.allocate(t)
         self._dirty.add(t.name)
-        resp = mpb.PlacementResponse(ok=True, state=self._reply_state(h),
+        resp = meghapb.PlacementResponse(ok=True, state=self._reply_state(h),
                                      placement=self._placement(t, [v.name for v in victims]))
         self._pending_start = (t, resp, list(victims), self._acquired)   # _serial starts it
         return resp
 
-    async def launch(self, req: mpb.LaunchRequest) -> mpb.PlacementResponse:
+    async def launch(self, req: meghapb.LaunchRequest) -> meghapb.PlacementResponse:
         def fn():
             dup = self._duplicate(req.task.name)
             if dup is not None:
@@ -287,7 +287,7 @@ class LocalMaster(LaunchMixin, StandbyMixin):
             return self._accept(req, h, g, logical=False)
         return await self._serial(req, fn)
 
-    async def repartition(self, req: mpb.RepartitionRequest) -> mpb.PlacementResponse:
+    async def repartition(self, req: meghapb.RepartitionRequest) -> meghapb.PlacementResponse:
         def fn():
             dup = self._duplicate(req.task.name)
             if dup is not None:
@@ -303,7 +303,7 @@ class LocalMaster(LaunchMixin, StandbyMixin):
             return self._accept(req, h, g, logical=True)
         return await self._serial(req, fn)
 
-    async def preempt(self, req: mpb.PreemptRequest) -> mpb.PlacementResponse:
+    async def preempt(self, req: meghapb.PreemptRequest) -> meghapb.PlacementResponse:
         def fn():
             dup = self._duplicate(req.task.name)
             if dup is not None:
@@ -330,7 +330,7 @@ class LocalMaster(LaunchMixin, StandbyMixin):
             return self._accept(req, h, g, logical=self.cluster.owner[h] != g, victims=victims)
         return await self._serial(req, fn)
 
-    async def place_direct(self, task: mpb.MeghaTask, host: str) -> None:
+    async def place_direct(self, task: meghapb.MeghaTask, host: str) -> None:
         """Start a task on *host* outside the GMs, in the owner's partition (a warm model cell at
         t=0). Raises FailedPrecondition if it does not fit."""
         self.require_active()
@@ -346,12 +346,12 @@ class LocalMaster(LaunchMixin, StandbyMixin):
         t = LmTask(task.name, task.user, cpu, mem, h, int(self.cluster.owner[h]), False, "", "starting", 0.0, task)
         self.cluster.allocate(t)
         self._dirty.add(t.name)
-        await self._start_task(t, mpb.PlacementResponse(ok=True, placement=self._placement(t)), [], self.clock.now())
+        await self._start_task(t, meghapb.PlacementResponse(ok=True, placement=self._placement(t)), [], self.clock.now())
 
     # --- views for cellctl ---------------------------------------------------------------------------
-    def list_partitions(self) -> mpb.ListPartitionsResponse:
+    def list_partitions(self) -> meghapb.ListPartitionsResponse:
         c = self.cluster
-        out = mpb.ListPartitionsResponse(lm=self.lm, instance=self.instance, role=self.role, epoch=self.epoch,
+        out = meghapb.ListPartitionsResponse(lm=self.lm, instance=self.instance, role=self.role, epoch=self.epoch,
                                          counters=dict(self.counters))
         if c is None:
             return out
@@ -374,8 +374,8 @@ class LocalMaster(LaunchMixin, StandbyMixin):
             p.used.CopyFrom(wire.resources(uc, um))
         return out
 
-    def hosts_pb(self) -> mpb.GetHostsResponse:
+    def hosts_pb(self) -> meghapb.GetHostsResponse:
         c = self.cluster
-        return mpb.GetHostsResponse(lm=self.lm, digest=c.digest, hosts=[
-            mpb.LmHost(name=n, capacity=wire.resources(float(c.total_cpu[i]), float(c.total_mem[i])),
+        return meghapb.GetHostsResponse(lm=self.lm, digest=c.digest, hosts=[
+            meghapb.LmHost(name=n, capacity=wire.resources(float(c.total_cpu[i]), float(c.total_mem[i])),
                        attributes=wire.attributes_pb(c.attributes[i])) for i, n in enumerate(c.hosts)])

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from cellbed.domain import errors
 from cellbed.policy.megha.validation import LmTask
-from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.controller.megha.lm_wire import vm_spec
 
 log = logging.getLogger(__name__)
@@ -17,7 +17,7 @@ class LaunchMixin:
     """Part of LocalMaster (which owns the state these methods use)."""
 
     # --- the node side ---------------------------------------------------------------------------
-    async def _start_task(self, t: LmTask, resp: mpb.PlacementResponse, victims: list[LmTask],
+    async def _start_task(self, t: LmTask, resp: meghapb.PlacementResponse, victims: list[LmTask],
                           acquired: float) -> None:
         """Stop the victims (preemption), then StartVm; report the outcome to the task's GM.
         *resp* is the reply whose timing _serial fills in before this coroutine first runs;
@@ -43,10 +43,10 @@ class LaunchMixin:
                         self._dirty.add(w.name)
                         self._removed.discard(w.name)
                         self._schedule_finish(w)
-                self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=mpb.TASK_EVENT_KIND_FAILED, task=t.payload,
+                self._event(t.submit_gm, meghapb.TaskEvent(name=t.name, kind=meghapb.TASK_EVENT_KIND_FAILED, task=t.payload,
                                                        detail=f"preemption on {host} failed: {e}"))
                 return
-            self._event(v.submit_gm, mpb.TaskEvent(name=v.name, kind=mpb.TASK_EVENT_KIND_PREEMPTED,
+            self._event(v.submit_gm, meghapb.TaskEvent(name=v.name, kind=meghapb.TASK_EVENT_KIND_PREEMPTED,
                                                    placement=self._placement(v), task=v.payload,
                                                    detail=f"preempted on {host} for {t.name} ({t.user})"))
         ready = self.clock.now()
@@ -74,8 +74,8 @@ class LaunchMixin:
                 self.cluster.release(t.name)
                 self._removed.add(t.name)
                 self._dirty.discard(t.name)
-            kind = mpb.TASK_EVENT_KIND_REJECTED if isinstance(e, errors.InvalidArgument) else mpb.TASK_EVENT_KIND_FAILED
-            self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=kind, task=t.payload,
+            kind = meghapb.TASK_EVENT_KIND_REJECTED if isinstance(e, errors.InvalidArgument) else meghapb.TASK_EVENT_KIND_FAILED
+            self._event(t.submit_gm, meghapb.TaskEvent(name=t.name, kind=kind, task=t.payload,
                                                    detail=f"StartVm on {host}: {e}"))
             return
         finally:
@@ -85,11 +85,11 @@ class LaunchMixin:
         self._dirty.add(t.name)
         lt = resp.timing
         # LM processing runs up to StartVm: validation, plus stopping the victims of a preemption
-        timing = mpb.LmTiming(comm_in_ms=lt.comm_in_ms, queue_ms=lt.queue_ms,
+        timing = meghapb.LmTiming(comm_in_ms=lt.comm_in_ms, queue_ms=lt.queue_ms,
                               processing_ms=max(lt.processing_ms / 1000, ready - acquired) * 1000,
                               comm_node_ms=max(0.0, start - sent) * 1000, worker_queue_ms=(sent - ready) * 1000,
                               boot_ms=boot * 1000, start_unix_s=start)
-        self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=mpb.TASK_EVENT_KIND_STARTED, task=t.payload,
+        self._event(t.submit_gm, meghapb.TaskEvent(name=t.name, kind=meghapb.TASK_EVENT_KIND_STARTED, task=t.payload,
                                                placement=resp.placement, timing=timing, unix_s=start))
         if self.cluster.tasks.get(t.name) is not t or t.name in self._stop_requested:
             self._stop_requested.discard(t.name)
@@ -125,7 +125,7 @@ class LaunchMixin:
             self._removed.add(name)
             self._dirty.discard(name)
             self.counters["finished"] += 1
-            self._event(t.submit_gm, mpb.TaskEvent(name=name, kind=mpb.TASK_EVENT_KIND_FINISHED,
+            self._event(t.submit_gm, meghapb.TaskEvent(name=name, kind=meghapb.TASK_EVENT_KIND_FINISHED,
                                                    placement=self._placement(t), detail=why,
                                                    unix_s=self.clock.now()))
         return host
@@ -144,7 +144,7 @@ class LaunchMixin:
         return await self._finish(name, "stopped on request")
 
     # --- events to GMs ------------------------------------------------------------------------------
-    def _event(self, gm: str, ev: mpb.TaskEvent) -> None:
+    def _event(self, gm: str, ev: meghapb.TaskEvent) -> None:
         if not gm:
             return
         if not ev.unix_s:
@@ -171,7 +171,7 @@ class LaunchMixin:
             return True
         batch = list(evs)
         try:
-            await self.transport.request(gm, "GlobalMaster/ReportTaskEvents", mpb.ReportTaskEventsRequest(
+            await self.transport.request(gm, "GlobalMaster/ReportTaskEvents", meghapb.ReportTaskEventsRequest(
                 lm=self.lm, instance=self.instance, events=batch), timeout=10.0)
         except errors.CellbedError as e:
             self.counters["event_send_failures"] += 1

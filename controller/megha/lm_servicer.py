@@ -4,10 +4,10 @@ from __future__ import annotations
 from cellbed.controller.megha.lm import LocalMaster
 from cellbed.domain import errors
 from cellbed.runtime.rpc import handles_errors
-from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg
+from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg
 
 
-class LocalMasterServicer(mpbg.LocalMasterServicer):
+class LocalMasterServicer(meghapbg.LocalMasterServicer):
     """Thin: translate, delegate."""
 
     def __init__(self, agent: LocalMaster) -> None:
@@ -28,7 +28,7 @@ class LocalMasterServicer(mpbg.LocalMasterServicer):
     @handles_errors
     async def GetState(self, request, context):
         self.agent.require_active()
-        return mpb.GetStateResponse(state=self.agent.full_state())
+        return meghapb.GetStateResponse(state=self.agent.full_state())
 
     @handles_errors
     async def GetHosts(self, request, context):
@@ -44,14 +44,14 @@ class LocalMasterServicer(mpbg.LocalMasterServicer):
     async def FindTasks(self, request, context):
         a = self.agent
         a.require_active()
-        return mpb.FindTasksResponse(found=[a.record_of(a.cluster.tasks[n]) for n in request.names
+        return meghapb.FindTasksResponse(found=[a.record_of(a.cluster.tasks[n]) for n in request.names
                                             if n in a.cluster.tasks])
 
     @handles_errors
     async def StopTask(self, request, context):
         if not request.name:
             raise errors.InvalidArgument("name must be set")
-        return mpb.StopTaskResponse(host=await self.agent.stop_task(request.name))
+        return meghapb.StopTaskResponse(host=await self.agent.stop_task(request.name))
 
     @handles_errors
     async def Replicate(self, request, context):
@@ -60,4 +60,4 @@ class LocalMasterServicer(mpbg.LocalMasterServicer):
     @handles_errors
     async def GetRole(self, request, context):
         a = self.agent
-        return mpb.GetRoleResponse(instance=a.instance, role=a.role, epoch=a.epoch)
+        return meghapb.GetRoleResponse(instance=a.instance, role=a.role, epoch=a.epoch)

@@ -6,7 +6,7 @@ from cellbed.controller.megha.lm_wire import ACTIVE, STANDBY
 import logging
 from cellbed.domain import errors
 from cellbed.policy.megha.validation import ClusterState, LmTask
-from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.controller.megha.lm_wire import state_topic, task_request
 
 log = logging.getLogger(__name__)
@@ -16,10 +16,10 @@ class StandbyMixin:
     """Part of LocalMaster (which owns the state these methods use)."""
 
     # --- active-standby -------------------------------------------------------------------------------
-    def record_of(self, t: LmTask) -> mpb.LmTaskRecord:
-        return mpb.LmTaskRecord(task=t.payload, host=self.cluster.hosts[t.host], partition=self.cluster.gms[t.partition],
+    def record_of(self, t: LmTask) -> meghapb.LmTaskRecord:
+        return meghapb.LmTaskRecord(task=t.payload, host=self.cluster.hosts[t.host], partition=self.cluster.gms[t.partition],
                                 logical=t.logical, submit_gm=t.submit_gm,
-                                state=mpb.TASK_STATE_RUNNING if t.state == "running" else mpb.TASK_STATE_STARTING,
+                                state=meghapb.TASK_STATE_RUNNING if t.state == "running" else meghapb.TASK_STATE_STARTING,
                                 start_unix_s=t.start_unix_s, start_sent=t.start_sent)
 
     async def _replicator(self) -> None:
@@ -38,7 +38,7 @@ class StandbyMixin:
             for gm, evs in self.outbox.items():
                 out += evs
                 gms += [gm] * len(evs)
-            req = mpb.ReplicateRequest(instance=self.instance, epoch=self.epoch, full=full,
+            req = meghapb.ReplicateRequest(instance=self.instance, epoch=self.epoch, full=full,
                                        upserts=[self.record_of(self.cluster.tasks[n]) for n in names],
                                        removed=removed, outbox=out, outbox_gm=gms)
             self._dirty.clear()
@@ -62,14 +62,14 @@ class StandbyMixin:
                 self.last_heartbeat = self.clock.monotonic()
             return True
 
-    def replicate(self, req: mpb.ReplicateRequest) -> mpb.ReplicateResponse:
+    def replicate(self, req: meghapb.ReplicateRequest) -> meghapb.ReplicateResponse:
         if self.role == ACTIVE:
             if req.epoch > self.epoch:   # the other side took over while we were away
                 log.warning("LM %s: %s is active with epoch %d > %d: stepping down", self.lm, req.instance,
                             req.epoch, self.epoch)
                 self.role = STANDBY
             else:
-                return mpb.ReplicateResponse(instance=self.instance, role=self.role, epoch=self.epoch)
+                return meghapb.ReplicateResponse(instance=self.instance, role=self.role, epoch=self.epoch)
         self.epoch = max(self.epoch, req.epoch)
         self.last_heartbeat = self.clock.monotonic()
         if req.full:
@@ -80,7 +80,7 @@ class StandbyMixin:
             self.replica.pop(n, None)
         self.replica_outbox = list(zip(req.outbox_gm, req.outbox))
         self.counters["replicated"] += 1
-        return mpb.ReplicateResponse(instance=self.instance, role=self.role, epoch=self.epoch)
+        return meghapb.ReplicateResponse(instance=self.instance, role=self.role, epoch=self.epoch)
 
     async def _watchdog(self) -> None:
         period = self.params.takeover_after_s / 4
@@ -121,10 +121,10 @@ class StandbyMixin:
                 t = LmTask(r.task.name, r.task.user, cpu, mem, h, self.cluster.gm_index.get(r.partition, 0),
                            r.logical, r.submit_gm, "starting", r.start_unix_s, r.task, start_sent=r.start_sent)
                 booted = vm is not None and vm.state == npb.VM_STATE_RUNNING and vm.state_reason != "starting"
-                if booted or (h not in on_node and r.state == mpb.TASK_STATE_RUNNING):
+                if booted or (h not in on_node and r.state == meghapb.TASK_STATE_RUNNING):
                     t.state = "running"
                     t.start_unix_s = r.start_unix_s or (vm.created_unix_s if vm is not None else self.clock.now())
-                    if r.state == mpb.TASK_STATE_STARTING:      # the active died before reporting the start
+                    if r.state == meghapb.TASK_STATE_STARTING:      # the active died before reporting the start
                         unreported.append((t, vm))
                 else:
                     watch.append(t)
@@ -138,7 +138,7 @@ class StandbyMixin:
             for gm, ev in self.replica_outbox:
                 self.outbox.setdefault(gm, []).append(ev)
             for r in lost:
-                self._event(r.submit_gm, mpb.TaskEvent(name=r.task.name, kind=mpb.TASK_EVENT_KIND_FAILED,
+                self._event(r.submit_gm, meghapb.TaskEvent(name=r.task.name, kind=meghapb.TASK_EVENT_KIND_FAILED,
                                                        task=r.task, detail=f"never started on {r.host} (takeover)"))
             for t, vm in unreported:
                 self._report_start(t, vm, "start reported by the standby after the takeover")
@@ -155,9 +155,9 @@ class StandbyMixin:
 
     def _report_start(self, t: LmTask, vm, detail: str) -> None:
         boot = vm.boot_to_workload_s * 1000 if vm is not None else 0.0
-        self._event(t.submit_gm, mpb.TaskEvent(
-            name=t.name, kind=mpb.TASK_EVENT_KIND_STARTED, placement=self._placement(t), task=t.payload,
-            timing=mpb.LmTiming(start_unix_s=t.start_unix_s, boot_ms=boot), unix_s=t.start_unix_s, detail=detail))
+        self._event(t.submit_gm, meghapb.TaskEvent(
+            name=t.name, kind=meghapb.TASK_EVENT_KIND_STARTED, placement=self._placement(t), task=t.payload,
+            timing=meghapb.LmTiming(start_unix_s=t.start_unix_s, boot_ms=boot), unix_s=t.start_unix_s, detail=detail))
 
     async def _watch_orphan(self, t: LmTask) -> None:
         """A task the dead active was starting: wait until its node has it running (report the start)
@@ -181,7 +181,7 @@ class StandbyMixin:
                     self.cluster.release(t.name)
                     self._removed.add(t.name)
                     self.counters["orphans_lost"] += 1
-                    self._event(t.submit_gm, mpb.TaskEvent(name=t.name, kind=mpb.TASK_EVENT_KIND_FAILED, task=t.payload,
+                    self._event(t.submit_gm, meghapb.TaskEvent(name=t.name, kind=meghapb.TASK_EVENT_KIND_FAILED, task=t.payload,
                                                            detail=f"not started on {host} by the previous active"))
                     return
             await self.clock.sleep(2.0)

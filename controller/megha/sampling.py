@@ -30,7 +30,7 @@ from cellbed.controller.megha.lm_wire import task_request, vm_spec
 from cellbed.policy.megha.match import EPS, HostBits
 from cellbed.runtime.rpc import handles_errors
 from cellbed.runtime.transport import _InProcContext
-from cellbed.v1 import megha_pb2 as mpb, megha_pb2_grpc as mpbg, node_pb2 as npb
+from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg, node_pb2 as npb
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class SamplingWorker:
                 t.cancel()
         await asyncio.gather(*[t for t in [self._task, *self._bg] if t is not None], return_exceptions=True)
 
-    def probe(self, req: mpb.ProbeRequest) -> int:
+    def probe(self, req: meghapb.ProbeRequest) -> int:
         now = self.clock.now()
         ahead = len(self.queue)
         self.queue.append(Reservation(req.scheduler, req.task, req.request.cpu_cores,
@@ -102,7 +102,7 @@ class SamplingWorker:
         self._wake.set()
         return ahead
 
-    async def place_direct(self, task: mpb.MeghaTask) -> None:
+    async def place_direct(self, task: meghapb.MeghaTask) -> None:
         """Start a task here outside any scheduler (a warm model cell at t=0)."""
         cpu, mem = task_request(task)
         now = self.clock.now()
@@ -127,12 +127,12 @@ class SamplingWorker:
             self.used_mem += r.mem
             sent = self.clock.now()
             try:
-                resp = await self.transport.request(r.scheduler, "SamplingScheduler/ClaimTask", mpb.ClaimTaskRequest(
+                resp = await self.transport.request(r.scheduler, "SamplingScheduler/ClaimTask", meghapb.ClaimTaskRequest(
                     worker=self.host, task=r.task, sent_unix_s=sent, worker_queue_ms=(sent - r.arrived) * 1000,
                     probe_comm_ms=r.probe_comm * 1000), timeout=10.0)
             except errors.CellbedError as e:
                 log.debug("%s: claim of %s failed: %s", self.host, r.task, e)
-                resp = mpb.ClaimTaskResponse(granted=False)
+                resp = meghapb.ClaimTaskResponse(granted=False)
             if not resp.granted:
                 self.used_cpu -= r.cpu
                 self.used_mem -= r.mem
@@ -142,7 +142,7 @@ class SamplingWorker:
             claim_rtt = self.clock.now() - sent
             await self._launch(r, resp.task, sent, claim_rtt)
 
-    async def _launch(self, r: Reservation, task: mpb.MeghaTask, claim_sent: float, claim_rtt: float) -> None:
+    async def _launch(self, r: Reservation, task: meghapb.MeghaTask, claim_sent: float, claim_rtt: float) -> None:
         sent = self.clock.now()
         try:
             rep = await self.node.request(self.host, "NodeAgent/StartVm", npb.StartVmRequest(spec=vm_spec(task)),
@@ -151,19 +151,19 @@ class SamplingWorker:
             self.used_cpu -= r.cpu
             self.used_mem -= r.mem
             self.counters["start_failures"] += 1
-            await self._report(r.scheduler, mpb.TaskEvent(name=task.name, kind=mpb.TASK_EVENT_KIND_FAILED,
+            await self._report(r.scheduler, meghapb.TaskEvent(name=task.name, kind=meghapb.TASK_EVENT_KIND_FAILED,
                                                           task=task, detail=f"StartVm on {self.host}: {e}"))
             return
         vm = rep.vm
         start = vm.created_unix_s if vm.created_unix_s >= sent else sent
         self.running[task.name] = (r.cpu, r.mem)
-        timing = mpb.LmTiming(comm_in_ms=r.probe_comm * 1000, queue_ms=0.0,
+        timing = meghapb.LmTiming(comm_in_ms=r.probe_comm * 1000, queue_ms=0.0,
                               processing_ms=max(0.0, sent - claim_sent - claim_rtt) * 1000,
                               comm_node_ms=(claim_rtt + max(0.0, start - sent)) * 1000,
                               worker_queue_ms=(claim_sent - r.arrived) * 1000,
                               boot_ms=vm.boot_to_workload_s * 1000, start_unix_s=start)
-        await self._report(r.scheduler, mpb.TaskEvent(name=task.name, kind=mpb.TASK_EVENT_KIND_STARTED,
-                                                      placement=mpb.Placement(host=self.host), timing=timing,
+        await self._report(r.scheduler, meghapb.TaskEvent(name=task.name, kind=meghapb.TASK_EVENT_KIND_STARTED,
+                                                      placement=meghapb.Placement(host=self.host), timing=timing,
                                                       unix_s=start))
         if task.duration_s > 0:
             self.clock.call_later(task.duration_s, lambda: self._spawn(self._finish(task.name)))
@@ -173,11 +173,11 @@ class SamplingWorker:
         self._bg.add(t)
         t.add_done_callback(self._bg.discard)
 
-    async def _report(self, scheduler: str, ev: mpb.TaskEvent) -> None:
+    async def _report(self, scheduler: str, ev: meghapb.TaskEvent) -> None:
         if not scheduler:
             return
         try:
-            await self.transport.request(scheduler, "SamplingScheduler/ReportStart", mpb.ReportStartRequest(event=ev),
+            await self.transport.request(scheduler, "SamplingScheduler/ReportStart", meghapb.ReportStartRequest(event=ev),
                                          timeout=10.0)
         except errors.CellbedError as e:
             log.warning("%s: report of %s to %s failed: %s", self.host, ev.name, scheduler, e)
@@ -208,14 +208,14 @@ class SamplingScheduler:
         self.bits = HostBits(attributes)
         self.d = probes
         self.frontend = frontend
-        self.tasks: dict[str, tuple[mpb.MeghaTask, AllocClock]] = {}
+        self.tasks: dict[str, tuple[meghapb.MeghaTask, AllocClock]] = {}
         self.unbound: set[str] = set()
         self.records: list[AllocationRecord] = []
         self.record_listeners: list = []
         self.counters: Counter = Counter()
         self._lock = asyncio.Lock()
 
-    async def submit(self, task: mpb.MeghaTask) -> None:
+    async def submit(self, task: meghapb.MeghaTask) -> None:
         now = self.clock.now()
         task.arrival_unix_s = now
         clk = AllocClock(arrival=now, queued_at=now)
@@ -238,25 +238,25 @@ class SamplingScheduler:
         req = dict(scheduler=self.name, task=task.name, request=wire.resources(cpu, mem), sent_unix_s=sent)
         self.counters["probes"] += len(picks)
         results = await asyncio.gather(*(self.transport.request(self.hosts[i], "SamplingWorker/Probe",
-                                                                mpb.ProbeRequest(**req), timeout=10.0)
+                                                                meghapb.ProbeRequest(**req), timeout=10.0)
                                          for i in picks), return_exceptions=True)
         if all(isinstance(r, BaseException) for r in results):
             self.counters["probe_failures"] += 1
 
-    def claim(self, req: mpb.ClaimTaskRequest) -> mpb.ClaimTaskResponse:
+    def claim(self, req: meghapb.ClaimTaskRequest) -> meghapb.ClaimTaskResponse:
         if req.task not in self.unbound:
             self.counters["claims_refused"] += 1
-            return mpb.ClaimTaskResponse(granted=False)
+            return meghapb.ClaimTaskResponse(granted=False)
         self.unbound.discard(req.task)
         self.counters["claims_granted"] += 1
-        return mpb.ClaimTaskResponse(granted=True, task=self.tasks[req.task][0])
+        return meghapb.ClaimTaskResponse(granted=True, task=self.tasks[req.task][0])
 
-    def report(self, ev: mpb.TaskEvent) -> None:
+    def report(self, ev: meghapb.TaskEvent) -> None:
         item = self.tasks.pop(ev.name, None)
         if item is None:
             return
         task, clk = item
-        if ev.kind != mpb.TASK_EVENT_KIND_STARTED:
+        if ev.kind != meghapb.TASK_EVENT_KIND_STARTED:
             self.counters["start_failures"] += 1
             return
         tm = ev.timing
@@ -271,16 +271,16 @@ class SamplingScheduler:
         return list(self.tasks)
 
 
-class SamplingWorkerServicer(mpbg.SamplingWorkerServicer):
+class SamplingWorkerServicer(meghapbg.SamplingWorkerServicer):
     def __init__(self, agent: SamplingWorker) -> None:
         self.agent = agent
 
     @handles_errors
     async def Probe(self, request, context):
-        return mpb.ProbeResponse(queue_length=self.agent.probe(request))
+        return meghapb.ProbeResponse(queue_length=self.agent.probe(request))
 
 
-class SamplingSchedulerServicer(mpbg.SamplingSchedulerServicer):
+class SamplingSchedulerServicer(meghapbg.SamplingSchedulerServicer):
     def __init__(self, agent: SamplingScheduler) -> None:
         self.agent = agent
 
@@ -291,4 +291,4 @@ class SamplingSchedulerServicer(mpbg.SamplingSchedulerServicer):
     @handles_errors
     async def ReportStart(self, request, context):
         self.agent.report(request.event)
-        return mpb.ReportStartResponse()
+        return meghapb.ReportStartResponse()

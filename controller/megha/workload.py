@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from cellbed.domain import wire
-from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.domain.constraints import Constraint, ConstraintOp
 from cellbed.workload.generator import DEFAULT_ATTRIBUTE_PROBS, attribute_name
 from cellbed.domain.errors import check_range
@@ -67,7 +67,7 @@ class ArrivalConfig:
 @dataclasses.dataclass(frozen=True)
 class Arrival:
     time_s: float
-    task: mpb.MeghaTask
+    task: meghapb.MeghaTask
     job: int
 
 
@@ -106,7 +106,7 @@ def arrivals(cfg: ArrivalConfig, probs=DEFAULT_ATTRIBUTE_PROBS, prefix: str = "t
         for _ in range(size):
             n += 1
             dur = math.exp(rng.uniform(lo, hi))
-            task = mpb.MeghaTask(name=f"{prefix}{n}", user=user, request=wire.resources(cpu, mem),
+            task = meghapb.MeghaTask(name=f"{prefix}{n}", user=user, request=wire.resources(cpu, mem),
                                  constraints=cons, duration_s=round(dur, 3), workload=npb.Workload(cpu_load=0.0))
             out.append(Arrival(t, task, job))
         job += 1

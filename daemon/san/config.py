@@ -9,12 +9,12 @@ from cellbed.domain.config import check_keys, field_names
 from cellbed.domain.errors import InvalidArgument, check_range
 from cellbed.policy.masb import accept
 from cellbed.policy.scores import SCORES
-from cellbed.v1 import masb_pb2 as mpb
+from cellbed.v1 import masb_pb2 as masbpb
 
-REASON_PB = {accept.CAPACITY: mpb.REJECTION_REASON_CAPACITY, accept.CONSTRAINTS: mpb.REJECTION_REASON_CONSTRAINTS,
-             accept.RUS: mpb.REJECTION_REASON_RUS, accept.OVERLOADED: mpb.REJECTION_REASON_OVERLOADED,
-             accept.SAME_HOST: mpb.REJECTION_REASON_SAME_HOST, accept.NO_ANSWER: mpb.REJECTION_REASON_NO_ANSWER,
-             accept.GPA: mpb.REJECTION_REASON_GPA}
+REASON_PB = {accept.CAPACITY: masbpb.REJECTION_REASON_CAPACITY, accept.CONSTRAINTS: masbpb.REJECTION_REASON_CONSTRAINTS,
+             accept.RUS: masbpb.REJECTION_REASON_RUS, accept.OVERLOADED: masbpb.REJECTION_REASON_OVERLOADED,
+             accept.SAME_HOST: masbpb.REJECTION_REASON_SAME_HOST, accept.NO_ANSWER: masbpb.REJECTION_REASON_NO_ANSWER,
+             accept.GPA: masbpb.REJECTION_REASON_GPA}
 REASON_NAME = {v: k for k, v in REASON_PB.items()}
 
 
@@ -85,7 +85,7 @@ class SanConfig:
 
 @dataclasses.dataclass
 class Negotiation:
-    pb: mpb.Negotiation
+    pb: masbpb.Negotiation
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 

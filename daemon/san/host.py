@@ -13,7 +13,7 @@ from cellbed.domain.topics import report_topic
 from cellbed.domain.vm import DomState
 from cellbed.policy.masb import accept, overload
 from cellbed.policy.scores.asr import node_class
-from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, node_pb2 as pb
+from cellbed.v1 import common_pb2 as cpb, masb_pb2 as masbpb, node_pb2 as npb
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class HostMixin:
         return accept.TargetState(self.host, self.capacity(), (cpu_u, mem_u), (inc_c, inc_m), self.prod_requested(),
                                   self.view.attributes, mean, var, samples)
 
-    def report(self) -> mpb.NodeReport:
+    def report(self) -> masbpb.NodeReport:
         cap, used = self.capacity(), self.view.used()
         cpu_req, mem_req = self.view.allocated()
         pr = self.prod_requested()
@@ -64,7 +64,7 @@ class HostMixin:
             asr = int(node_class(used, cap)) + 1
         else:
             asr = cpb.ASR_CLASS_IDLE
-        return mpb.NodeReport(host=self.host, capacity=wire.resources(*cap), used=wire.resources(*used),
+        return masbpb.NodeReport(host=self.host, capacity=wire.resources(*cap), used=wire.resources(*used),
                               requested=wire.resources(cpu_req, mem_req), prod_requested=wire.resources(*pr),
                               task_count=len(self.view.vms), attributes=self._attributes_pb(),
                               asr_class=asr, sampled_unix_s=self.clock.now())
@@ -144,6 +144,6 @@ class HostMixin:
                 log.warning("%s: spike policy could not %s %s: %s", self.host, self.cfg.spike_policy, name, exc)
                 continue
             self.counters[f"spike_{self.cfg.spike_policy}"] += 1
-            self.node.emit(pb.EVENT_KIND_SPIKE_ACTION, name, f"{self.cfg.spike_policy} on spike ({spike}); "
+            self.node.emit(npb.EVENT_KIND_SPIKE_ACTION, name, f"{self.cfg.spike_policy} on spike ({spike}); "
                                                               + "; ".join(verdict.reasons))
 

@@ -14,7 +14,7 @@ from cellbed.domain.errors import InvalidArgument
 from cellbed.policy.masb import overload
 from cellbed.policy.masb.scs import Candidate, tabu_select
 from cellbed.policy.migration.cost import precopy
-from cellbed.v1 import masb_pb2 as mpb, node_pb2 as pb
+from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
 from cellbed.daemon.san.config import Negotiation
 from cellbed.domain.vm import DomState
 
@@ -93,11 +93,11 @@ class RoundMixin:
             if not any(r is True for r in results) and not any(n in self.unmovable for n in sel.names):
                 return          # nothing moved and nothing new to try: again at the next sample
 
-    def _step(self, neg: mpb.Negotiation, kind: str, host: str = "", detail: str = "", forced: bool = False) -> None:
+    def _step(self, neg: masbpb.Negotiation, kind: str, host: str = "", detail: str = "", forced: bool = False) -> None:
         neg.steps.add(unix_s=self.clock.now(), kind=kind, host=host, detail=detail, forced=forced)
-        self.node.emit(pb.EVENT_KIND_SAN_STEP, neg.vm, f"{neg.san_id} {kind} {host} {detail}".strip())
+        self.node.emit(npb.EVENT_KIND_SAN_STEP, neg.vm, f"{neg.san_id} {kind} {host} {detail}".strip())
 
-    def _finish(self, neg: mpb.Negotiation, state: str, detail: str = "") -> None:
+    def _finish(self, neg: masbpb.Negotiation, state: str, detail: str = "") -> None:
         neg.state, neg.ended_unix_s = state, self.clock.now()
         if state == "gave-up" and self.cfg.unmovable_s:
             self.unmovable[neg.vm] = self.clock.monotonic() + self.cfg.unmovable_s
@@ -106,13 +106,13 @@ class RoundMixin:
         self.active.pop(neg.vm, None)
         self.recent.append(neg)
 
-    def task_info(self, name: str) -> mpb.TaskInfo:
+    def task_info(self, name: str) -> masbpb.TaskInfo:
         e = self.view.vms.get(name)
         if e is None:
             raise errors.NotFound(f"task {name!r} is not on host {self.host}")
         s = e.spec
         m, v, n = self._gpa(name)
-        return mpb.TaskInfo(name=name, used=wire.resources(e.cpu_used_cores, e.rss_mib),
+        return masbpb.TaskInfo(name=name, used=wire.resources(e.cpu_used_cores, e.rss_mib),
                             cpu_mean=m, cpu_var=v, cpu_samples=n,
                             requested=wire.resources(s.requested_cpu, s.mem_mib),
                             constraints=wire.constraints_pb(s.constraints), production=s.production,
@@ -126,7 +126,7 @@ class RoundMixin:
         if name in self.active or name not in self.view.vms:
             return False
         self._seq += 1
-        neg = mpb.Negotiation(san_id=f"{self.host}-{self._seq}-{self.rng.getrandbits(24):06x}", vm=name,
+        neg = masbpb.Negotiation(san_id=f"{self.host}-{self._seq}-{self.rng.getrandbits(24):06x}", vm=name,
                               src_host=self.host, state="active", started_unix_s=detected_unix_s or self.clock.now())
         self.active[name] = Negotiation(neg)
         self.counters["sans_started"] += 1
@@ -144,7 +144,7 @@ class RoundMixin:
                 self._finish(neg, "cancelled" if gone else "failed", "the task ended" if gone else str(exc))
             return False
 
-    async def negotiate_now(self, name: str) -> mpb.Negotiation:
+    async def negotiate_now(self, name: str) -> masbpb.Negotiation:
         if not name:
             raise InvalidArgument("name must be set")
         e = self.view.vms.get(name)

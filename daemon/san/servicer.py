@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from cellbed.daemon.san.agent import SanAgent
 from cellbed.runtime.rpc import handles_errors
-from cellbed.v1 import masb_pb2 as mpb, masb_pb2_grpc as mpbg
+from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg
 
 
-class SanServicer(mpbg.SanServicer):
+class SanServicer(masbpbg.SanServicer):
     def __init__(self, san: SanAgent) -> None:
         self.san = san
 
@@ -20,7 +20,7 @@ class SanServicer(mpbg.SanServicer):
 
     @handles_errors
     async def NegotiateTask(self, request, context):
-        return mpb.NegotiateTaskResponse(negotiation=await self.san.negotiate_now(request.name))
+        return masbpb.NegotiateTaskResponse(negotiation=await self.san.negotiate_now(request.name))
 
     @handles_errors
     async def ListNegotiations(self, request, context):

@@ -19,7 +19,7 @@ from cellbed.domain.wire import spec_pb
 from cellbed.daemon.san.config import REASON_NAME
 from cellbed.domain import errors
 from cellbed.policy.masb.choose import Acceptor, order_targets
-from cellbed.v1 import masb_pb2 as mpb, node_pb2 as pb
+from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ NEXT, DONE_MIGRATED, DONE_FAILED = "next", "migrated", "failed"
 class StepsMixin:
     """Steps 2–5 of SanAgent (which owns the state these methods use)."""
 
-    async def _negotiate(self, neg: mpb.Negotiation, name: str) -> bool:
+    async def _negotiate(self, neg: masbpb.Negotiation, name: str) -> bool:
         task = self.task_info(name)
         recs = await self.step2_get_candidates(neg, task)
         if not recs:
@@ -41,7 +41,7 @@ class StepsMixin:
         return await self.step5_process_and_migrate(neg, name, order)
 
     # --- step 2 --------------------------------------------------------------------------------------
-    async def _ask_broker(self, req: mpb.GetCandidateNodesRequest) -> mpb.GetCandidateNodesResponse | None:
+    async def _ask_broker(self, req: masbpb.GetCandidateNodesRequest) -> masbpb.GetCandidateNodesResponse | None:
         order = list(self.brokers)
         self.rng.shuffle(order)
         for b in order:
@@ -53,9 +53,9 @@ class StepsMixin:
                 log.info("%s: broker %s unreachable (%s); trying another", self.host, b, exc)
         return None
 
-    async def step2_get_candidates(self, neg: mpb.Negotiation, task: mpb.TaskInfo) -> list | None:
+    async def step2_get_candidates(self, neg: masbpb.Negotiation, task: masbpb.TaskInfo) -> list | None:
         """The broker's recommendations (other hosts only), or None/[] when the SAN gave up."""
-        resp = await self._ask_broker(mpb.GetCandidateNodesRequest(task=task, src_host=self.host, san_id=neg.san_id))
+        resp = await self._ask_broker(masbpb.GetCandidateNodesRequest(task=task, src_host=self.host, san_id=neg.san_id))
         if resp is None:
             self._finish(neg, "gave-up", f"no broker reachable of {len(self.brokers)}")
             return None
@@ -69,13 +69,13 @@ class StepsMixin:
         return recs
 
     # --- step 3 --------------------------------------------------------------------------------------
-    async def step3_request_migration(self, neg: mpb.Negotiation, task: mpb.TaskInfo, recs: list) -> list[Acceptor]:
+    async def step3_request_migration(self, neg: masbpb.Negotiation, task: masbpb.TaskInfo, recs: list) -> list[Acceptor]:
         """Ask every candidate at once; the window ends early when all have answered."""
         self._step(neg, "request", "", f"TaskMigrationRequest to {len(recs)}")
         forced = {r.host: r.force_migration for r in recs}
         jobs = {asyncio.ensure_future(self.transport.request(
             r.host, "San/RequestTaskMigration",
-            mpb.TaskMigrationRequest(san_id=neg.san_id, src_host=self.host, task=task,
+            masbpb.TaskMigrationRequest(san_id=neg.san_id, src_host=self.host, task=task,
                                      force_migration=r.force_migration),
             timeout=self.cfg.window_s)): r.host for r in recs}
         done, pending = await asyncio.wait(jobs, timeout=self.cfg.window_s)
@@ -89,14 +89,14 @@ class StepsMixin:
             self._finish(neg, "gave-up", "every candidate rejected")
         return acceptors
 
-    def _answer_of(self, neg: mpb.Negotiation, j: asyncio.Future, host: str, late: bool,
+    def _answer_of(self, neg: masbpb.Negotiation, j: asyncio.Future, host: str, late: bool,
                    forced: bool) -> Acceptor | None:
         if late or j.cancelled() or j.exception() is not None:
             why = "no answer within the window" if (late or j.cancelled()) else str(j.exception())
             self.counters["rejections_no_answer"] += 1
             self._step(neg, "rejection", host, f"no_answer: {why}", forced=forced)
             return None
-        ans: mpb.TaskMigrationResponse = j.result()
+        ans: masbpb.TaskMigrationResponse = j.result()
         if ans.HasField("acceptance"):
             a = ans.acceptance
             self.counters["acceptances"] += 1
@@ -112,7 +112,7 @@ class StepsMixin:
         return None
 
     # --- step 4 --------------------------------------------------------------------------------------
-    def step4_order_targets(self, neg: mpb.Negotiation, name: str, task: mpb.TaskInfo,
+    def step4_order_targets(self, neg: masbpb.Negotiation, name: str, task: masbpb.TaskInfo,
                             acceptors: list[Acceptor]) -> list[tuple[Acceptor, float]]:
         """Re-score and order (forced last): the order is the retry list of step 5."""
         tu = (task.used.cpu_cores, task.used.mem_mib)
@@ -123,7 +123,7 @@ class StepsMixin:
         return order
 
     # --- step 5 --------------------------------------------------------------------------------------
-    async def step5_process_and_migrate(self, neg: mpb.Negotiation, name: str,
+    async def step5_process_and_migrate(self, neg: masbpb.Negotiation, name: str,
                                         order: list[tuple[Acceptor, float]]) -> bool:
         """Apply the plan: process, then migrate; the next target on refusal or failure."""
         expires = self.clock.monotonic() + self.cfg.recommendation_expiry_s
@@ -147,11 +147,11 @@ class StepsMixin:
         self._finish(neg, "gave-up", f"all {len(order)} acceptor(s) refused or failed")
         return False
 
-    async def _process(self, neg: mpb.Negotiation, name: str, e, a: Acceptor, mid: str) -> bool:
+    async def _process(self, neg: masbpb.Negotiation, name: str, e, a: Acceptor, mid: str) -> bool:
         """TaskMigrationProcessRequest: True if the target reserved the task's resources."""
         task = self.task_info(name)
         try:
-            pr = await self.transport.request(a.host, "San/ProcessTaskMigration", mpb.TaskMigrationProcessRequest(
+            pr = await self.transport.request(a.host, "San/ProcessTaskMigration", masbpb.TaskMigrationProcessRequest(
                 san_id=neg.san_id, src_host=self.host, task=task, spec=spec_pb(e.spec),
                 force_migration=a.forced, migration_id=mid), timeout=self.cfg.request_timeout_s)
         except errors.CellbedError as exc:
@@ -164,12 +164,12 @@ class StepsMixin:
             return False
         return True
 
-    def _refused(self, neg: mpb.Negotiation, a: Acceptor, detail: str) -> None:
+    def _refused(self, neg: masbpb.Negotiation, a: Acceptor, detail: str) -> None:
         self._step(neg, "refused", a.host, detail, forced=a.forced)
         if self.on_refused is not None:
             self.on_refused(neg, a.host, a.forced, detail)
 
-    async def _migrate(self, neg: mpb.Negotiation, name: str, a: Acceptor, mid: str) -> str:
+    async def _migrate(self, neg: masbpb.Negotiation, name: str, a: Acceptor, mid: str) -> str:
         """The live migration to a target that holds the reservation: DONE_MIGRATED, DONE_FAILED
         (the task left this host) or NEXT (try the next target)."""
         try:
@@ -184,7 +184,7 @@ class StepsMixin:
             return NEXT
         if self.on_migration is not None:
             self.on_migration(rec, neg, a.forced)
-        if rec.outcome == pb.MIGRATION_OUTCOME_SUCCEEDED:
+        if rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED:
             self.counters["migrations_succeeded"] += 1
             self.counters["bytes_moved"] += rec.data_total_bytes
             neg.target, neg.forced = a.host, a.forced
@@ -193,7 +193,7 @@ class StepsMixin:
             self._finish(neg, "migrated")
             return DONE_MIGRATED
         self.counters["migrations_failed"] += 1
-        self._step(neg, "failed", a.host, f"{pb.MigrationOutcome.Name(rec.outcome)}: {rec.detail}", forced=a.forced)
+        self._step(neg, "failed", a.host, f"{npb.MigrationOutcome.Name(rec.outcome)}: {rec.detail}", forced=a.forced)
         if name not in self.view.vms:
             self._finish(neg, "failed", "the task left this host unverified")
             return DONE_FAILED
@@ -201,7 +201,7 @@ class StepsMixin:
 
     async def _release(self, host: str, mid: str, name: str) -> None:
         try:
-            await self.transport.request(host, "NodeAgent/FinishIncoming", pb.FinishIncomingRequest(
+            await self.transport.request(host, "NodeAgent/FinishIncoming", npb.FinishIncomingRequest(
                 migration_id=mid, name=name, migrated=False), timeout=self.cfg.request_timeout_s)
         except errors.NotFound:
             pass   # NodeAgent.migrate already released it

@@ -12,7 +12,7 @@ from cellbed.daemon.san.config import REASON_PB
 from cellbed.domain import wire
 from cellbed.domain.errors import InvalidArgument
 from cellbed.policy.masb import accept, overload
-from cellbed.v1 import masb_pb2 as mpb
+from cellbed.v1 import masb_pb2 as masbpb
 
 
 class Refused(Exception):
@@ -24,7 +24,7 @@ class Refused(Exception):
 class TargetMixin:
     """The target half of SanAgent (which owns the state these methods use)."""
 
-    def _demand(self, t: mpb.TaskInfo) -> accept.TaskDemand:
+    def _demand(self, t: masbpb.TaskInfo) -> accept.TaskDemand:
         if not t.name:
             raise InvalidArgument("task.name must be set")
         vals = (t.used.cpu_cores, t.used.mem_mib, t.requested.cpu_cores, t.requested.mem_mib)
@@ -38,7 +38,7 @@ class TargetMixin:
                                  (t.requested.cpu_cores, t.requested.mem_mib), t.production,
                                  wire.constraints_from_pb(t.constraints), t.cpu_mean, t.cpu_var, t.cpu_samples)
 
-    def answer(self, req: mpb.TaskMigrationRequest) -> mpb.TaskMigrationResponse:
+    def answer(self, req: masbpb.TaskMigrationRequest) -> masbpb.TaskMigrationResponse:
         if not req.san_id or not req.src_host:
             raise InvalidArgument("san_id and src_host must be set")
         d = self._demand(req.task)
@@ -54,18 +54,18 @@ class TargetMixin:
             self.counters["accepted"] += 1
             st = self.target_state()
             used = (st.used[0] + st.incoming_used[0], st.used[1] + st.incoming_used[1])
-            return mpb.TaskMigrationResponse(acceptance=mpb.TaskMigrationAcceptanceResponse(
+            return masbpb.TaskMigrationResponse(acceptance=masbpb.TaskMigrationAcceptanceResponse(
                 host=self.host, capacity=wire.resources(*st.capacity), used=wire.resources(*used),
                 sampled_unix_s=self.clock.now()))
         self.counters[f"rejected_{a.reason}"] += 1
-        return mpb.TaskMigrationResponse(rejection=self._rejection(a))
+        return masbpb.TaskMigrationResponse(rejection=self._rejection(a))
 
-    def _rejection(self, a: accept.Answer) -> mpb.TaskMigrationRejectionResponse:
-        return mpb.TaskMigrationRejectionResponse(host=self.host, reason=REASON_PB[a.reason], detail=a.detail,
+    def _rejection(self, a: accept.Answer) -> masbpb.TaskMigrationRejectionResponse:
+        return masbpb.TaskMigrationRejectionResponse(host=self.host, reason=REASON_PB[a.reason], detail=a.detail,
                                                   projected=wire.resources(*a.projected),
                                                   limit=wire.resources(*a.limit))
 
-    async def process(self, req: mpb.TaskMigrationProcessRequest) -> mpb.TaskMigrationProcessResponse:
+    async def process(self, req: masbpb.TaskMigrationProcessRequest) -> masbpb.TaskMigrationProcessResponse:
         if not req.migration_id or not req.src_host:
             raise InvalidArgument("migration_id and src_host must be set")
         d = self._demand(req.task)
@@ -77,9 +77,9 @@ class TargetMixin:
                                     check=functools.partial(self.final_check, d, req.force_migration))
         except Refused as r:
             self.counters["process_refused"] += 1
-            return mpb.TaskMigrationProcessResponse(accepted=False, rejection=self._rejection(r.answer))
+            return masbpb.TaskMigrationProcessResponse(accepted=False, rejection=self._rejection(r.answer))
         self.counters["process_accepted"] += 1
-        return mpb.TaskMigrationProcessResponse(accepted=True)
+        return masbpb.TaskMigrationProcessResponse(accepted=True)
 
     def final_check(self, d: accept.TaskDemand, forced: bool, view: HostView) -> None:
         """Step 5 on the target: the accept rule once more, on the host as it is now. The node runs
@@ -92,11 +92,11 @@ class TargetMixin:
         if not ans.accepted:
             raise Refused(ans)
 
-    def negotiations(self, limit: int = 0) -> mpb.ListNegotiationsResponse:
+    def negotiations(self, limit: int = 0) -> masbpb.ListNegotiationsResponse:
         recent = list(self.recent)[::-1]
         if limit:
             recent = recent[:limit]
-        return mpb.ListNegotiationsResponse(host=self.host, negotiations=[n.pb for n in self.active.values()] + recent,
+        return masbpb.ListNegotiationsResponse(host=self.host, negotiations=[n.pb for n in self.active.values()] + recent,
                                             counters=dict(self.counters))
 
 

@@ -11,7 +11,7 @@ from cellbed.domain.wire import spec_pb
 from cellbed.domain.vm import VmSpec
 from cellbed.daemon.san import SanConfig, SanServicer
 from cellbed.runtime import run_virtual
-from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, node_pb2 as pb
+from cellbed.v1 import common_pb2 as cpb, masb_pb2 as masbpb, node_pb2 as npb
 
 CFG = SanConfig(window_s=5.0, report_period_s=10.0)
 
@@ -44,7 +44,7 @@ class Cell:
 
     async def start(self, host, name, cpu=0.5, mem=1024, vcpus=1):
         spec = VmSpec(name=name, mem_mib=mem, vcpus=vcpus, cpu_load=cpu, wss_mib=mem // 2)
-        await self.cli.request(host, "NodeAgent/StartVm", pb.StartVmRequest(spec=spec_pb(spec)))
+        await self.cli.request(host, "NodeAgent/StartVm", npb.StartVmRequest(spec=spec_pb(spec)))
 
     async def quiesce(self):
         """Stop starting SANs and let those in flight finish (virtual time)."""
@@ -86,8 +86,8 @@ async def overload_h1(c: Cell, n=8, cpu=0.6):
     for i in range(n):
         await c.start("h1", f"t{i}", cpu=0.05)
     for i in range(n):
-        await c.cli.request("h1", "NodeAgent/SetWorkload", pb.SetWorkloadRequest(
-            name=f"t{i}", workload=pb.Workload(cpu_load=cpu)))
+        await c.cli.request("h1", "NodeAgent/SetWorkload", npb.SetWorkloadRequest(
+            name=f"t{i}", workload=npb.Workload(cpu_load=cpu)))
 
 
 def test_overload_is_shed_by_negotiation_in_order():
@@ -162,7 +162,7 @@ def test_failed_migrations_keep_the_vm_at_its_source():
     assert counters["migrations_failed"] >= 2 and counters.get("migrations_succeeded", 0) == 0
     assert all(h == ["h1"] for h in holders)            # nothing lost, nothing duplicated
     assert incoming == [0, 0, 0, 0]                    # every reservation released
-    assert set(outcomes) == {pb.MIGRATION_OUTCOME_FAILED}
+    assert set(outcomes) == {npb.MIGRATION_OUTCOME_FAILED}
     # the SAN went on to the next candidate after a failure
     assert counters["migrations_failed"] > counters["sans_started"] - counters.get("sans_gave-up", 0) - 1
 
@@ -172,11 +172,11 @@ def test_a_node_that_stops_reporting_leaves_the_candidates_after_expiry():
         c = await Cell().build()
         c.net.set_down("h3")                           # no more reports (nor answers) from h3
         await c.clock.sleep(90)                        # expiry is 60 s
-        task = mpb.TaskInfo(name="x", used=cpb.Resources(cpu_cores=0.1, mem_mib=10),
+        task = masbpb.TaskInfo(name="x", used=cpb.Resources(cpu_cores=0.1, mem_mib=10),
                             requested=cpb.Resources(cpu_cores=0.1, mem_mib=10))
         r = await c.cli.request("ba0", "BrokerAgent/GetCandidateNodes",
-                                mpb.GetCandidateNodesRequest(task=task, src_host="h1"))
-        lc = await c.cli.request("ba0", "BrokerAgent/ListCache", mpb.ListCacheRequest())
+                                masbpb.GetCandidateNodesRequest(task=task, src_host="h1"))
+        lc = await c.cli.request("ba0", "BrokerAgent/ListCache", masbpb.ListCacheRequest())
         await c.stop()
         return [x.host for x in r.recommendations], [e.report.host for e in lc.entries]
     cands, cached = run(main())
@@ -190,14 +190,14 @@ def test_bad_san_input_gets_the_right_status():
         await c.start("h1", "t0")
         out = []
         for method, req in [
-            ("San/RequestTaskMigration", mpb.TaskMigrationRequest(src_host="h1", task=mpb.TaskInfo(name="t"))),
-            ("San/RequestTaskMigration", mpb.TaskMigrationRequest(san_id="s", src_host="h1", task=mpb.TaskInfo(
+            ("San/RequestTaskMigration", masbpb.TaskMigrationRequest(src_host="h1", task=masbpb.TaskInfo(name="t"))),
+            ("San/RequestTaskMigration", masbpb.TaskMigrationRequest(san_id="s", src_host="h1", task=masbpb.TaskInfo(
                 name="t", used=cpb.Resources(cpu_cores=float("nan"))))),
-            ("San/ProcessTaskMigration", mpb.TaskMigrationProcessRequest(
-                san_id="s", src_host="h1", migration_id="m", task=mpb.TaskInfo(name="t"),
-                spec=pb.VmSpec(name="other", mem_mib=64))),
-            ("San/NegotiateTask", mpb.NegotiateTaskRequest(name="nope")),
-            ("BrokerAgent/GetCandidateNodes", mpb.GetCandidateNodesRequest(task=mpb.TaskInfo(
+            ("San/ProcessTaskMigration", masbpb.TaskMigrationProcessRequest(
+                san_id="s", src_host="h1", migration_id="m", task=masbpb.TaskInfo(name="t"),
+                spec=npb.VmSpec(name="other", mem_mib=64))),
+            ("San/NegotiateTask", masbpb.NegotiateTaskRequest(name="nope")),
+            ("BrokerAgent/GetCandidateNodes", masbpb.GetCandidateNodesRequest(task=masbpb.TaskInfo(
                 name="t", used=cpb.Resources(cpu_cores=-1.0)))),
         ]:
             try:
@@ -220,7 +220,7 @@ def test_negotiate_task_moves_one_task_on_request():
     async def main():
         c = await Cell().build()
         await c.start("h1", "solo", cpu=0.2)
-        r = await c.cli.request("h1", "San/NegotiateTask", mpb.NegotiateTaskRequest(name="solo"))
+        r = await c.cli.request("h1", "San/NegotiateTask", masbpb.NegotiateTaskRequest(name="solo"))
         out = (r.negotiation.state, r.negotiation.target, c.holders("solo"))
         await c.stop()
         return out
@@ -256,7 +256,7 @@ def test_gpa_fit_rejects_a_host_whose_cpu_swings_where_the_sum_test_accepts():
             await c.clock.sleep(10.0)
         b.set_usage("swing", 1.6, 512)
         await c.clock.sleep(10.0)
-        r = await c.cli.request("h1", "San/NegotiateTask", mpb.NegotiateTaskRequest(name="mover"))
+        r = await c.cli.request("h1", "San/NegotiateTask", masbpb.NegotiateTaskRequest(name="mover"))
         steps = [(s.kind, s.host, s.detail) for s in r.negotiation.steps]
         await c.stop()
         return r.negotiation.state, steps
@@ -280,11 +280,11 @@ def test_a_production_spike_makes_room_by_stopping_non_production(policy):
             a.vms[name].spec = __import__("dataclasses").replace(a.vms[name].spec, priority=prio)
         spec = VmSpec(name="prod", mem_mib=1024, vcpus=4, cpu_load=0.1, wss_mib=512, production=True, priority=10,
                       req_cpu_cores=1.0)
-        await c.cli.request("h1", "NodeAgent/StartVm", pb.StartVmRequest(spec=spec_pb(spec)))
+        await c.cli.request("h1", "NodeAgent/StartVm", npb.StartVmRequest(spec=spec_pb(spec)))
         await c.clock.sleep(25.0)                       # two samples at the old level
         c.fabric.backends["h1"].set_usage("prod", 3.0, 512)   # 0.4 + 1.0 -> 4.0 cores of 4
         await c.clock.sleep(25.0)
-        evs = [e for e in a._events if e.kind == pb.EVENT_KIND_SPIKE_ACTION]
+        evs = [e for e in a._events if e.kind == npb.EVENT_KIND_SPIKE_ACTION]
         out = (dict(c.sans["h1"].counters), {n: (e.state.value, e.reason) for n, e in a.vms.items()},
                [e.vm for e in evs])
         await c.stop()

@@ -21,14 +21,14 @@ from cellbed.model.simulate import simulate
 from cellbed.controller.megha.params import GmParams, LmParams
 from cellbed.controller.megha.workload import ArrivalConfig, arrivals
 from cellbed.runtime.clock import run_virtual
-from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.domain.constraints import Constraint, ConstraintOp, constraints_match
 
-QUEUED, STARTING, RUNNING = mpb.TASK_STATE_QUEUED, mpb.TASK_STATE_STARTING, mpb.TASK_STATE_RUNNING
+QUEUED, STARTING, RUNNING = meghapb.TASK_STATE_QUEUED, meghapb.TASK_STATE_STARTING, meghapb.TASK_STATE_RUNNING
 
 
-def task(name, user, cpu=1.0, mem=512, duration=0.0, cons=()) -> mpb.MeghaTask:
-    return mpb.MeghaTask(name=name, user=user, request=wire.resources(cpu, mem), duration_s=duration,
+def task(name, user, cpu=1.0, mem=512, duration=0.0, cons=()) -> meghapb.MeghaTask:
+    return meghapb.MeghaTask(name=name, user=user, request=wire.resources(cpu, mem), duration_s=duration,
                          constraints=wire.constraints_pb(cons), workload=npb.Workload(cpu_load=0.0))
 
 
@@ -44,16 +44,16 @@ async def vwait(cell: MeghaFront, cond, timeout_s: float, what: str, period_s: f
         await cell.clock.sleep(period_s)
 
 
-async def submit(cell: MeghaFront, t: mpb.MeghaTask, wait_s: float = 0.0, gm: str = "gm1") -> mpb.TaskStatus:
+async def submit(cell: MeghaFront, t: meghapb.MeghaTask, wait_s: float = 0.0, gm: str = "gm1") -> meghapb.TaskStatus:
     """Through the GlobalMaster service, as cellctl does (status codes map to the project's errors)."""
     r = await cell.net.transport("client").request(gm, "GlobalMaster/Submit",
-                                                   mpb.SubmitRequest(task=t, wait_s=wait_s), timeout=wait_s + 10)
+                                                   meghapb.SubmitRequest(task=t, wait_s=wait_s), timeout=wait_s + 10)
     return r.status
 
 
-async def status(cell, name, gm="gm1") -> mpb.TaskStatus:
+async def status(cell, name, gm="gm1") -> meghapb.TaskStatus:
     return (await cell.net.transport("client").request(gm, "GlobalMaster/GetTask",
-                                                       mpb.GetTaskRequest(name=name), timeout=10)).status
+                                                       meghapb.GetTaskRequest(name=name), timeout=10)).status
 
 
 def running_on(cell: MeghaFront) -> dict[str, str]:
@@ -153,11 +153,11 @@ def test_bad_input_names_the_field_and_the_allowed_range():
         out["unspecified op"] = await code(bad_op)
         lm = cell.net.transport("client")
         with pytest.raises(errors.NotFound) as e:
-            await lm.request("lm1", "LocalMaster/Launch", mpb.LaunchRequest(task=task("i", "u1"), gm="gm1",
+            await lm.request("lm1", "LocalMaster/Launch", meghapb.LaunchRequest(task=task("i", "u1"), gm="gm1",
                                                                              host="nohost"))
         out["lm unknown host"] = (type(e.value), str(e.value))
         with pytest.raises(errors.NotFound) as e:
-            await lm.request("gm1", "GlobalMaster/GetTask", mpb.GetTaskRequest(name="nosuch"))
+            await lm.request("gm1", "GlobalMaster/GetTask", meghapb.GetTaskRequest(name="nosuch"))
         out["unknown task"] = (type(e.value), str(e.value))
         return out
     out = in_cell(cfg, body)
@@ -220,7 +220,7 @@ def test_a_preempted_task_is_requeued_and_runs_again():
                     f"{preempted[0]} running again")
         st_again = await status(cell, preempted[0])
         cell.check_no_double_allocation()
-        q = (await cell.net.transport("c").request("gm2", "GlobalMaster/ListQueues", mpb.ListQueuesRequest())).queues
+        q = (await cell.net.transport("c").request("gm2", "GlobalMaster/ListQueues", meghapb.ListQueuesRequest())).queues
         return st, preempted, st_p, st_again, {x.user: x for x in q}
     st, preempted, st_p, st_again, queues = in_cell(cfg, body)
     assert st.state == RUNNING and list(st.placement.preempted) == preempted and len(preempted) == 1
@@ -388,13 +388,13 @@ def test_megha_bounds_the_tail_sampling_has_the_lower_median_central_queues():
 def test_the_masb_front_end_places_through_a_broker_agent():
     from cellbed.controller.megha.frontend import MasbFrontend
     from cellbed.policy.masb.broker_select import BrokerParams
-    from cellbed.v1 import masb_pb2
+    from cellbed.v1 import masb_pb2 as masbpb
     cfg = ModelCellConfig(frontend="megha", nodes=3, node_cpu=2.0, gms=1, lms=1, seed=9)
 
     async def body(cell):
         ba, _ = assembly.build_broker(cell.cell.env, "ba1", params=BrokerParams(), peers=[], cell="cell")
         for h in cell.host_list:     # what the nodes' reports would say: empty hosts
-            ba.on_report("test", masb_pb2.NodeReport(
+            ba.on_report("test", masbpb.NodeReport(
                 host=h.name, capacity=wire.resources(2.0, 16384), used=wire.resources(0, 0),
                 requested=wire.resources(0, 0), attributes=wire.attributes_pb(cell.attributes[h.name]),
                 sampled_unix_s=cell.clock.now()))

@@ -21,7 +21,7 @@ from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.runtime.peers import PeerDirectory
 from cellbed.daemon.config import NodeConfig
 from cellbed.domain.vm import DomainSample, DomState, MigrationOptions, MigrationStats, VmSpec
-from cellbed.v1 import node_pb2 as pb, node_pb2_grpc
+from cellbed.v1 import node_pb2 as npb, node_pb2_grpc as npbg
 
 SERVICE = "cellbed.v1.NodeAgent"
 
@@ -108,7 +108,7 @@ async def make_node(tmp_path):
         transport = GrpcTransport(lambda name: PeerDirectory(str(peers)).get(name).target, clock, name="h1")
         agent, servicer = assembly.build_node(assembly.real_env(clock, lambda name: transport), cfg, backend=hv)
         server, port, health = rpc.create_server(
-            "127.0.0.1:0", [(node_pb2_grpc.add_NodeAgentServicer_to_server, servicer, SERVICE)])
+            "127.0.0.1:0", [(npbg.add_NodeAgentServicer_to_server, servicer, SERVICE)])
         peers.write_text(json.dumps({"hosts": {"h1": {"address": "127.0.0.1", "grpc_port": port},
                                                "h2": {"address": "127.0.0.1", "grpc_port": port}}}))
         await server.start()
@@ -131,12 +131,12 @@ async def node(make_node) -> Node:
     return await make_node()
 
 
-def vm_pb(name: str, mem_mib: int = 128, vcpus: int = 1, cpu_load: float = 0.1) -> pb.VmSpec:
-    return pb.VmSpec(name=name, mem_mib=mem_mib, vcpus=vcpus, workload=pb.Workload(cpu_load=cpu_load))
+def vm_pb(name: str, mem_mib: int = 128, vcpus: int = 1, cpu_load: float = 0.1) -> npb.VmSpec:
+    return npb.VmSpec(name=name, mem_mib=mem_mib, vcpus=vcpus, workload=npb.Workload(cpu_load=cpu_load))
 
 
-async def host_state(n: Node) -> pb.HostState:
-    return (await n.client.call("GetHostState", pb.GetHostStateRequest())).state
+async def host_state(n: Node) -> npb.HostState:
+    return (await n.client.call("GetHostState", npb.GetHostStateRequest())).state
 
 
 async def raises(n: Node, cls: type, method: str, request) -> str:
@@ -151,36 +151,36 @@ async def raises(n: Node, cls: type, method: str, request) -> str:
 # --- status codes ------------------------------------------------------------------------
 
 async def test_start_vm_out_of_range_memory(node):
-    msg = await raises(node, errors.InvalidArgument, "StartVm", pb.StartVmRequest(spec=vm_pb("vm1", mem_mib=10)))
+    msg = await raises(node, errors.InvalidArgument, "StartVm", npb.StartVmRequest(spec=vm_pb("vm1", mem_mib=10)))
     assert "mem_mib=10" in msg and "64..8192" in msg
     assert node.hv.calls == []  # refused before the hypervisor was touched
 
 
 async def test_start_vm_without_spec(node):
-    msg = await raises(node, errors.InvalidArgument, "StartVm", pb.StartVmRequest())
+    msg = await raises(node, errors.InvalidArgument, "StartVm", npb.StartVmRequest())
     assert "spec is required" in msg
 
 
 async def test_stop_unknown_vm(node):
-    msg = await raises(node, errors.NotFound, "StopVm", pb.StopVmRequest(name="ghost"))
+    msg = await raises(node, errors.NotFound, "StopVm", npb.StopVmRequest(name="ghost"))
     assert "ghost" in msg
     assert node.hv.calls == []
 
 
 async def test_migrate_unknown_vm(node):
-    msg = await raises(node, errors.NotFound, "MigrateVm", pb.MigrateVmRequest(name="ghost", dest_host="h2"))
+    msg = await raises(node, errors.NotFound, "MigrateVm", npb.MigrateVmRequest(name="ghost", dest_host="h2"))
     assert "ghost" in msg
     assert node.hv.calls == []
 
 
 async def test_inject_fault_unspecified_kind(node):
-    msg = await raises(node, errors.InvalidArgument, "InjectFault", pb.InjectFaultRequest(name="vm1", kind=0))
+    msg = await raises(node, errors.InvalidArgument, "InjectFault", npb.InjectFaultRequest(name="vm1", kind=0))
     assert "kind=0" in msg and "FAULT_KIND_CORRUPT" in msg
 
 
 async def test_inject_fault_unknown_vm(node):
     await raises(node, errors.NotFound, "InjectFault",
-                 pb.InjectFaultRequest(name="ghost", kind=pb.FAULT_KIND_PANIC))
+                 npb.InjectFaultRequest(name="ghost", kind=npb.FAULT_KIND_PANIC))
 
 
 async def test_get_host_state_reports_configured_capacity(node):
@@ -205,15 +205,15 @@ async def node_with_vm(make_node) -> Node:
 
 
 async def test_running_domain_is_adopted_at_start(node_with_vm):
-    vms = (await node_with_vm.client.call("ListVms", pb.ListVmsRequest())).vms
+    vms = (await node_with_vm.client.call("ListVms", npb.ListVmsRequest())).vms
     assert [(v.spec.name, v.spec.mem_mib, v.state, v.host) for v in vms] == [
-        ("vm-a", 256, pb.VM_STATE_RUNNING, "h1")]   # the domain without Cellbed metadata is ignored
+        ("vm-a", 256, npb.VM_STATE_RUNNING, "h1")]   # the domain without Cellbed metadata is ignored
     st = await host_state(node_with_vm)
     assert (st.vm_count, st.mem_alloc_mib, st.cpu_req_cores) == (1, 256, pytest.approx(0.5))
 
 
 async def test_start_vm_with_taken_name(node_with_vm):
-    await raises(node_with_vm, errors.AlreadyExists, "StartVm", pb.StartVmRequest(spec=vm_pb("vm-a")))
+    await raises(node_with_vm, errors.AlreadyExists, "StartVm", npb.StartVmRequest(spec=vm_pb("vm-a")))
     assert node_with_vm.hv.calls == []
 
 
@@ -222,16 +222,16 @@ async def test_start_vm_with_taken_name(node_with_vm):
     ("h9", errors.NotFound, "known hosts: h1, h2"),
 ])
 async def test_migrate_to_bad_destination(node_with_vm, dest, cls, words):
-    msg = await raises(node_with_vm, cls, "MigrateVm", pb.MigrateVmRequest(name="vm-a", dest_host=dest))
+    msg = await raises(node_with_vm, cls, "MigrateVm", npb.MigrateVmRequest(name="vm-a", dest_host=dest))
     assert words in msg
     assert node_with_vm.hv.calls == []
 
 
 async def test_stop_vm(node_with_vm):
-    await node_with_vm.client.call("StopVm", pb.StopVmRequest(name="vm-a"))
+    await node_with_vm.client.call("StopVm", npb.StopVmRequest(name="vm-a"))
     assert node_with_vm.hv.calls == [("stop", "vm-a")]
-    assert list((await node_with_vm.client.call("ListVms", pb.ListVmsRequest())).vms) == []
-    await raises(node_with_vm, errors.NotFound, "StopVm", pb.StopVmRequest(name="vm-a"))
+    assert list((await node_with_vm.client.call("ListVms", npb.ListVmsRequest())).vms) == []
+    await raises(node_with_vm, errors.NotFound, "StopVm", npb.StopVmRequest(name="vm-a"))
 
 
 
@@ -255,7 +255,7 @@ async def test_a_sample_during_the_undo_of_a_failed_start_does_not_adopt_it(node
     assert "vm-x" in node.hv.domains
     await node.agent.sample()
     assert "vm-x" not in node.agent.vms
-    await raises(node, errors.Unavailable, "StartVm", pb.StartVmRequest(spec=vm_pb("vm-x")))
+    await raises(node, errors.Unavailable, "StartVm", npb.StartVmRequest(spec=vm_pb("vm-x")))
     release.set()
     with pytest.raises(errors.DeadlineExceeded):
         await start
@@ -309,7 +309,7 @@ async def test_reflection_lists_the_service(node):
 
 # --- target side of a migration: admission, reservation, release ---------------------------
 
-def spec(mem: int, vcpus: int, cpu: float, name: str = "in") -> pb.VmSpec:
+def spec(mem: int, vcpus: int, cpu: float, name: str = "in") -> npb.VmSpec:
     return vm_pb(name, mem_mib=mem, vcpus=vcpus, cpu_load=cpu)
 
 
@@ -337,11 +337,11 @@ ADMISSION = [
 async def test_prepare_incoming_admission(node, prior, cand, force, refused):
     mem0 = cpu0 = 0
     for i, (m, v, c) in enumerate(prior):
-        r = await node.client.call("PrepareIncoming", pb.PrepareIncomingRequest(
+        r = await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
             spec=spec(m, v, c, name=f"prior{i}"), src_host="h2", migration_id=f"m-prior{i}"))
         mem0, cpu0 = mem0 + m, cpu0 + v * c
         assert (r.state.mem_alloc_mib, r.state.cpu_req_cores) == (mem0, pytest.approx(cpu0))
-    req = pb.PrepareIncomingRequest(spec=spec(*cand), src_host="h2", migration_id="m-cand", force=force)
+    req = npb.PrepareIncomingRequest(spec=spec(*cand), src_host="h2", migration_id="m-cand", force=force)
     if refused is None:
         r = await node.client.call("PrepareIncoming", req)
         m, v, c = cand
@@ -357,20 +357,20 @@ async def test_prepare_incoming_admission(node, prior, cand, force, refused):
 async def test_prepare_incoming_counts_running_vms(node_with_vm):
     # vm-a holds 256 MiB: 256 + 800 = 1056 > 1024 MiB, while 800 alone would fit
     msg = await raises(node_with_vm, errors.FailedPrecondition, "PrepareIncoming",
-                       pb.PrepareIncomingRequest(spec=spec(800, 1, 0.1), src_host="h2", migration_id="m1"))
+                       npb.PrepareIncomingRequest(spec=spec(800, 1, 0.1), src_host="h2", migration_id="m1"))
     assert "memory 256 + 800 MiB > capacity 1024 MiB" in msg
 
 
 async def test_prepare_incoming_for_vm_already_here(node_with_vm):
     msg = await raises(node_with_vm, errors.FailedPrecondition, "PrepareIncoming",
-                       pb.PrepareIncomingRequest(spec=spec(128, 1, 0.1, name="vm-a"), src_host="h2",
+                       npb.PrepareIncomingRequest(spec=spec(128, 1, 0.1, name="vm-a"), src_host="h2",
                                                  migration_id="m1", force=True))
     assert "already runs on h1" in msg
 
 
 @pytest.mark.parametrize(("req", "words"), [
-    (pb.PrepareIncomingRequest(spec=spec(128, 1, 0.1), src_host="h2"), "migration_id must be set"),
-    (pb.PrepareIncomingRequest(spec=spec(128, 9, 0.1), src_host="h2", migration_id="m1"), "vcpus=9"),
+    (npb.PrepareIncomingRequest(spec=spec(128, 1, 0.1), src_host="h2"), "migration_id must be set"),
+    (npb.PrepareIncomingRequest(spec=spec(128, 9, 0.1), src_host="h2", migration_id="m1"), "vcpus=9"),
 ], ids=["no migration id", "invalid spec"])
 async def test_prepare_incoming_invalid(node, req, words):
     assert words in await raises(node, errors.InvalidArgument, "PrepareIncoming", req)
@@ -378,43 +378,43 @@ async def test_prepare_incoming_invalid(node, req, words):
 
 async def test_finish_incoming_unknown_migration(node):
     msg = await raises(node, errors.NotFound, "FinishIncoming",
-                       pb.FinishIncomingRequest(migration_id="nope", name="in", migrated=True))
+                       npb.FinishIncomingRequest(migration_id="nope", name="in", migrated=True))
     assert "'nope'" in msg
 
 
 async def test_finish_incoming_wrong_vm_name(node):
-    await node.client.call("PrepareIncoming", pb.PrepareIncomingRequest(
+    await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
         spec=spec(512, 1, 0.5), src_host="h2", migration_id="m1"))
     await raises(node, errors.NotFound, "FinishIncoming",
-                 pb.FinishIncomingRequest(migration_id="m1", name="other", migrated=False))
+                 npb.FinishIncomingRequest(migration_id="m1", name="other", migrated=False))
     assert (await host_state(node)).mem_alloc_mib == 512  # the reservation is untouched
 
 
 async def test_finish_incoming_not_migrated_releases_reservation(node):
-    r = await node.client.call("PrepareIncoming", pb.PrepareIncomingRequest(
+    r = await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
         spec=spec(512, 2, 0.5), src_host="h2", migration_id="m1"))
     assert (r.state.mem_alloc_mib, r.state.cpu_req_cores, r.state.migrations_in) == (512, 1.0, 1)  # 2 × 0.5
-    fin = await node.client.call("FinishIncoming", pb.FinishIncomingRequest(
+    fin = await node.client.call("FinishIncoming", npb.FinishIncomingRequest(
         migration_id="m1", name="in", migrated=False))
     assert not fin.verified and "released" in fin.detail
     st = await host_state(node)
     assert (st.mem_alloc_mib, st.cpu_req_cores, st.migrations_in, st.vm_count) == (0, 0.0, 0, 0)
     # released once: the id is gone
     await raises(node, errors.NotFound, "FinishIncoming",
-                 pb.FinishIncomingRequest(migration_id="m1", name="in", migrated=False))
+                 npb.FinishIncomingRequest(migration_id="m1", name="in", migrated=False))
     # and the capacity is usable again: 1024 MiB fits on the empty host
-    await node.client.call("PrepareIncoming", pb.PrepareIncomingRequest(
+    await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
         spec=spec(1024, 1, 0.5), src_host="h2", migration_id="m2"))
 
 
 async def test_finish_incoming_without_domain_does_not_adopt_a_phantom(node):
-    await node.client.call("PrepareIncoming", pb.PrepareIncomingRequest(
+    await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
         spec=spec(512, 1, 0.5), src_host="h2", migration_id="m1"))
     # libvirt said "migrated" but no domain arrived here (the fake hypervisor has none)
-    fin = await node.client.call("FinishIncoming", pb.FinishIncomingRequest(
+    fin = await node.client.call("FinishIncoming", npb.FinishIncomingRequest(
         migration_id="m1", name="in", migrated=True))
     assert not fin.verified and "not on h1" in fin.detail
-    assert [v.spec.name for v in (await node.client.call("ListVms", pb.ListVmsRequest())).vms] == []
+    assert [v.spec.name for v in (await node.client.call("ListVms", npb.ListVmsRequest())).vms] == []
     assert (await host_state(node)).mem_alloc_mib == 0
 
 
@@ -430,5 +430,5 @@ MIGRATE_INVALID = [
 
 @pytest.mark.parametrize(("field", "value", "words"), MIGRATE_INVALID, ids=[m[0] for m in MIGRATE_INVALID])
 async def test_migrate_invalid_options(node, field, value, words):
-    req = pb.MigrateVmRequest(name="ghost", dest_host="h2", options=pb.MigrationOptions(**{field: value}))
+    req = npb.MigrateVmRequest(name="ghost", dest_host="h2", options=npb.MigrationOptions(**{field: value}))
     assert words in await raises(node, errors.InvalidArgument, "MigrateVm", req)

@@ -22,7 +22,7 @@ from cellbed.cell import cell as cellmod
 from cellbed.cell.ssh import inventory as make_inventory, inventory_yaml
 from cellbed.runtime.cgroups import HostCgroup
 from cellbed.runtime.client import NodeClient
-from cellbed.v1 import node_pb2 as pb
+from cellbed.v1 import node_pb2 as npb
 from tests.conftest import wait_until
 from tests.integration.conftest import REPO, _can_run_cells
 
@@ -198,11 +198,11 @@ async def test_verify_sees_every_daemon_serving_and_a_verified_live_migration(an
     for h in hosts.values():
         assert _health(f"{h['address']}:50051") == health_pb2.HealthCheckResponse.SERVING
     async with NodeClient(f"{hosts['h1']['address']}:50051", "h1") as c:
-        hist = (await c.call("ListMigrations", pb.ListMigrationsRequest())).records
-    assert [r.outcome for r in hist if r.id == rec["id"]] == [pb.MIGRATION_OUTCOME_SUCCEEDED]
+        hist = (await c.call("ListMigrations", npb.ListMigrationsRequest())).records
+    assert [r.outcome for r in hist if r.id == rec["id"]] == [npb.MIGRATION_OUTCOME_SUCCEEDED]
     for h in ("h1", "h2"):    # verify.yml stopped its guest
         async with NodeClient(f"{hosts[h]['address']}:50051", h) as c:
-            assert not (await c.call("ListVms", pb.ListVmsRequest())).vms
+            assert not (await c.call("ListVms", npb.ListVmsRequest())).vms
     print(f"\nverify.yml {ans.timings['verify']} s; migration h1->h2 of a 128 MiB guest: "
           f"elapsed {rec['time_elapsed_ms']:.0f} ms, downtime {rec['downtime_ms']:.0f} ms, "
           f"{int(rec['data_total_bytes']) / 2**20:.1f} MiB, {rec['memory_iteration']} iterations, "

@@ -11,7 +11,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from cellbed.domain import errors
 from cellbed.runtime.cgroups import HostCgroup
 from cellbed.runtime.client import NodeClient
-from cellbed.v1 import node_pb2 as pb
+from cellbed.v1 import node_pb2 as npb
 from tests.conftest import wait_until
 from tests.integration.conftest import host_pids, virsh_names
 
@@ -25,7 +25,7 @@ async def stop_vms_after(cell2):
     for h in cell2["hosts"]:
         for name in await vms(cell2, h):
             async with NodeClient(target(cell2, h), h) as c:
-                await c.call("StopVm", pb.StopVmRequest(name=name), timeout=60)
+                await c.call("StopVm", npb.StopVmRequest(name=name), timeout=60)
 
 
 def target(cell, h):
@@ -34,22 +34,22 @@ def target(cell, h):
 
 
 async def start(cell, host, name, mem=128, cpu=0.1, wss=32, dirty=0.0, dirty_max=False):
-    w = pb.Workload(cpu_load=cpu, wss_mib=wss, dirty_mib_s=dirty, dirty_max=dirty_max)
+    w = npb.Workload(cpu_load=cpu, wss_mib=wss, dirty_mib_s=dirty, dirty_max=dirty_max)
     async with NodeClient(target(cell, host), host) as c:
-        return (await c.call("StartVm", pb.StartVmRequest(spec=pb.VmSpec(name=name, mem_mib=mem, vcpus=1,
+        return (await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=name, mem_mib=mem, vcpus=1,
                                                                           workload=w)), timeout=180)).vm
 
 
 async def vms(cell, host) -> dict:
     async with NodeClient(target(cell, host), host) as c:
-        return {v.spec.name: v for v in (await c.call("ListVms", pb.ListVmsRequest())).vms}
+        return {v.spec.name: v for v in (await c.call("ListVms", npb.ListVmsRequest())).vms}
 
 
 async def stop(cell, name):
     for h in cell["hosts"]:
         if name in await vms(cell, h):
             async with NodeClient(target(cell, h), h) as c:
-                await c.call("StopVm", pb.StopVmRequest(name=name), timeout=60)
+                await c.call("StopVm", npb.StopVmRequest(name=name), timeout=60)
 
 
 async def heartbeat_advances(cell, host, name, above: int) -> int:
@@ -75,8 +75,8 @@ async def test_live_migration_of_dirtying_guest_is_measured_and_verified(cell2):
     assert vm.boot_to_workload_s > 0
     hb0 = await heartbeat_advances(cell2, "h1", "mig1", 0)
     async with NodeClient(target(cell2, "h1"), "h1") as c:
-        rec = (await c.call("MigrateVm", pb.MigrateVmRequest(name="mig1", dest_host="h2"), timeout=300)).record
-    assert rec.outcome == pb.MIGRATION_OUTCOME_SUCCEEDED, rec.detail
+        rec = (await c.call("MigrateVm", npb.MigrateVmRequest(name="mig1", dest_host="h2"), timeout=300)).record
+    assert rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED, rec.detail
     assert rec.time_elapsed_ms > 0 and rec.downtime_ms > 0 and rec.data_total_bytes > 32 * 2**20
     assert rec.heartbeat_before >= hb0 and rec.heartbeat_after > rec.heartbeat_before
     assert rec.integrity_pages == 32 * 256 and rec.integrity_bad == 0
@@ -85,7 +85,7 @@ async def test_live_migration_of_dirtying_guest_is_measured_and_verified(cell2):
     assert virsh_names(cell2["hosts"]["h2"]["address"]).count("mig1") == 1
     await heartbeat_advances(cell2, "h2", "mig1", rec.heartbeat_after)   # still running there
     async with NodeClient(target(cell2, "h1"), "h1") as c:
-        hist = (await c.call("ListMigrations", pb.ListMigrationsRequest())).records
+        hist = (await c.call("ListMigrations", npb.ListMigrationsRequest())).records
     assert rec.id in [r.id for r in hist]
     await stop(cell2, "mig1")
 
@@ -93,9 +93,9 @@ async def test_live_migration_of_dirtying_guest_is_measured_and_verified(cell2):
 async def test_corrupted_guest_is_recorded_as_failed_migration(cell2):
     await start(cell2, "h1", "bad1", wss=16, dirty=0)
     async with NodeClient(target(cell2, "h1"), "h1") as c:
-        await c.call("InjectFault", pb.InjectFaultRequest(name="bad1", kind=pb.FAULT_KIND_CORRUPT))
-        rec = (await c.call("MigrateVm", pb.MigrateVmRequest(name="bad1", dest_host="h2"), timeout=300)).record
-    assert rec.outcome == pb.MIGRATION_OUTCOME_VERIFICATION_FAILED, rec.detail
+        await c.call("InjectFault", npb.InjectFaultRequest(name="bad1", kind=npb.FAULT_KIND_CORRUPT))
+        rec = (await c.call("MigrateVm", npb.MigrateVmRequest(name="bad1", dest_host="h2"), timeout=300)).record
+    assert rec.outcome == npb.MIGRATION_OUTCOME_VERIFICATION_FAILED, rec.detail
     assert rec.integrity_bad >= 1 and "integrity" in rec.detail
     # The VM is not lost and not duplicated: it runs on the destination only.
     assert "bad1" in await vms(cell2, "h2") and "bad1" not in await vms(cell2, "h1")
@@ -105,29 +105,29 @@ async def test_corrupted_guest_is_recorded_as_failed_migration(cell2):
 async def test_panicked_guest_is_seen_as_crashed_and_not_migrated(cell2):
     await start(cell2, "h1", "pan1", wss=8)
     async with NodeClient(target(cell2, "h1"), "h1") as c:
-        await c.call("InjectFault", pb.InjectFaultRequest(name="pan1", kind=pb.FAULT_KIND_PANIC))
+        await c.call("InjectFault", npb.InjectFaultRequest(name="pan1", kind=npb.FAULT_KIND_PANIC))
 
         async def crashed():
             v = (await vms(cell2, "h1")).get("pan1")
-            return v is not None and v.state == pb.VM_STATE_CRASHED and v.state_reason == "panicked"
+            return v is not None and v.state == npb.VM_STATE_CRASHED and v.state_reason == "panicked"
         await wait_until(crashed, 30, "pan1 crashed (panicked)")
         with pytest.raises(errors.FailedPrecondition, match="crashed"):
-            await c.call("MigrateVm", pb.MigrateVmRequest(name="pan1", dest_host="h2"), timeout=60)
+            await c.call("MigrateVm", npb.MigrateVmRequest(name="pan1", dest_host="h2"), timeout=60)
     assert "pan1" in await vms(cell2, "h1") and "pan1" not in await vms(cell2, "h2")
     await stop(cell2, "pan1")
 
 
 async def _migrate_in_background(cell, name, dest, opts):
     async with NodeClient(target(cell, "h1"), "h1") as c:
-        return (await c.call("MigrateVm", pb.MigrateVmRequest(name=name, dest_host=dest, options=opts),
+        return (await c.call("MigrateVm", npb.MigrateVmRequest(name=name, dest_host=dest, options=opts),
                              timeout=300)).record
 
 
 async def _first_progress(cell, name):
     async with grpc.aio.insecure_channel(target(cell, "h1")) as ch:
-        from cellbed.v1 import node_pb2_grpc
-        async for ev in node_pb2_grpc.NodeAgentStub(ch).WatchEvents(pb.WatchEventsRequest(), timeout=120):
-            if ev.kind == pb.EVENT_KIND_MIGRATION_PROGRESS and ev.vm == name and ev.progress.data_processed_bytes > 0:
+        from cellbed.v1 import node_pb2_grpc as npbg
+        async for ev in npbg.NodeAgentStub(ch).WatchEvents(npb.WatchEventsRequest(), timeout=120):
+            if ev.kind == npb.EVENT_KIND_MIGRATION_PROGRESS and ev.vm == name and ev.progress.data_processed_bytes > 0:
                 return ev
 
 
@@ -139,19 +139,19 @@ async def _assert_still_on_source(cell, name, rec):
 
 async def test_migration_aborted_mid_flight_leaves_vm_running_on_source(cell2):
     await start(cell2, "h1", "abt1", mem=192, wss=96, dirty=8)
-    task = asyncio.create_task(_migrate_in_background(cell2, "abt1", "h2", pb.MigrationOptions(bandwidth_mib_s=8)))
+    task = asyncio.create_task(_migrate_in_background(cell2, "abt1", "h2", npb.MigrationOptions(bandwidth_mib_s=8)))
     await _first_progress(cell2, "abt1")
     async with NodeClient(target(cell2, "h1"), "h1") as c:
-        await c.call("AbortMigration", pb.AbortMigrationRequest(name="abt1"))
+        await c.call("AbortMigration", npb.AbortMigrationRequest(name="abt1"))
     rec = await task
-    assert rec.outcome == pb.MIGRATION_OUTCOME_ABORTED, (rec.outcome, rec.detail)
+    assert rec.outcome == npb.MIGRATION_OUTCOME_ABORTED, (rec.outcome, rec.detail)
     await _assert_still_on_source(cell2, "abt1", rec)
     await stop(cell2, "abt1")
 
 
 async def test_destination_qemu_killed_mid_flight_leaves_vm_on_source(cell2, state_root):
     await start(cell2, "h1", "kil1", mem=192, wss=96, dirty=8)
-    task = asyncio.create_task(_migrate_in_background(cell2, "kil1", "h2", pb.MigrationOptions(bandwidth_mib_s=8)))
+    task = asyncio.create_task(_migrate_in_background(cell2, "kil1", "h2", npb.MigrationOptions(bandwidth_mib_s=8)))
     await _first_progress(cell2, "kil1")
     libvirtd = host_pids(state_root, "it", "h2")["libvirtd"]["pid"]
     qemus = HostCgroup("cellbed/it/h2").pids() - {libvirtd}
@@ -159,16 +159,16 @@ async def test_destination_qemu_killed_mid_flight_leaves_vm_on_source(cell2, sta
     for pid in qemus:   # the destination's incoming QEMU: started by h2's libvirtd, inside h2's cgroup
         os.kill(pid, signal.SIGKILL)
     rec = await task
-    assert rec.outcome == pb.MIGRATION_OUTCOME_FAILED, (rec.outcome, rec.detail)
+    assert rec.outcome == npb.MIGRATION_OUTCOME_FAILED, (rec.outcome, rec.detail)
     await _assert_still_on_source(cell2, "kil1", rec)
     await stop(cell2, "kil1")
 
 
 async def test_timeout_policy_abort_keeps_vm_on_source(cell2):
     await start(cell2, "h1", "tmo1", wss=48, dirty_max=True)
-    rec = await _migrate_in_background(cell2, "tmo1", "h2", pb.MigrationOptions(
-        bandwidth_mib_s=16, completion_timeout_s=3, timeout_policy=pb.TIMEOUT_POLICY_ABORT))
-    assert rec.outcome == pb.MIGRATION_OUTCOME_ABORTED, (rec.outcome, rec.detail)
+    rec = await _migrate_in_background(cell2, "tmo1", "h2", npb.MigrationOptions(
+        bandwidth_mib_s=16, completion_timeout_s=3, timeout_policy=npb.TIMEOUT_POLICY_ABORT))
+    assert rec.outcome == npb.MIGRATION_OUTCOME_ABORTED, (rec.outcome, rec.detail)
     assert rec.timeout_action.startswith("abort"), rec.timeout_action
     await _assert_still_on_source(cell2, "tmo1", rec)
     await stop(cell2, "tmo1")
@@ -176,8 +176,8 @@ async def test_timeout_policy_abort_keeps_vm_on_source(cell2):
 
 async def test_postcopy_migration_of_heavy_dirtier_succeeds(cell2):
     await start(cell2, "h1", "pc1", mem=160, wss=64, dirty_max=True)
-    rec = await _migrate_in_background(cell2, "pc1", "h2", pb.MigrationOptions(postcopy=True, bandwidth_mib_s=32))
-    assert rec.outcome == pb.MIGRATION_OUTCOME_SUCCEEDED, rec.detail
+    rec = await _migrate_in_background(cell2, "pc1", "h2", npb.MigrationOptions(postcopy=True, bandwidth_mib_s=32))
+    assert rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED, rec.detail
     assert rec.postcopy_switched and rec.integrity_bad == 0
     await stop(cell2, "pc1")
 
@@ -185,31 +185,31 @@ async def test_postcopy_migration_of_heavy_dirtier_succeeds(cell2):
 async def test_bad_input_gets_the_right_status_codes(cell2):
     async with NodeClient(target(cell2, "h1"), "h1") as c:
         with pytest.raises(errors.InvalidArgument, match=r"mem_mib=10 .*64\.\.8192"):
-            await c.call("StartVm", pb.StartVmRequest(spec=pb.VmSpec(name="x1", mem_mib=10)))
+            await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name="x1", mem_mib=10)))
         with pytest.raises(errors.InvalidArgument, match=r"cpu_load=2.0 .*0\.0\.\.1\.0"):
-            await c.call("StartVm", pb.StartVmRequest(spec=pb.VmSpec(name="x1", workload=pb.Workload(cpu_load=2))))
+            await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name="x1", workload=npb.Workload(cpu_load=2))))
         with pytest.raises(errors.InvalidArgument, match="vcpus"):
-            await c.call("StartVm", pb.StartVmRequest(spec=pb.VmSpec(name="x1", vcpus=99)))
+            await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name="x1", vcpus=99)))
         with pytest.raises(errors.NotFound, match="nope"):
-            await c.call("StopVm", pb.StopVmRequest(name="nope"))
+            await c.call("StopVm", npb.StopVmRequest(name="nope"))
         with pytest.raises(errors.NotFound):
-            await c.call("MigrateVm", pb.MigrateVmRequest(name="nope", dest_host="h2"))
+            await c.call("MigrateVm", npb.MigrateVmRequest(name="nope", dest_host="h2"))
     async with NodeClient(target(cell2, "h2"), "h2") as c:
         with pytest.raises(errors.FailedPrecondition, match=r"memory 0 \+ 512 MiB > capacity 448 MiB"):
-            await c.call("StartVm", pb.StartVmRequest(spec=pb.VmSpec(name="big0", mem_mib=512)))
+            await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name="big0", mem_mib=512)))
     await start(cell2, "h1", "big1", mem=512, wss=16)
     async with NodeClient(target(cell2, "h1"), "h1") as c:
         with pytest.raises(errors.FailedPrecondition, match="already runs on h1"):
-            await c.call("MigrateVm", pb.MigrateVmRequest(name="big1", dest_host="h1"))
+            await c.call("MigrateVm", npb.MigrateVmRequest(name="big1", dest_host="h1"))
         with pytest.raises(errors.NotFound, match="h9"):
-            await c.call("MigrateVm", pb.MigrateVmRequest(name="big1", dest_host="h9"))
+            await c.call("MigrateVm", npb.MigrateVmRequest(name="big1", dest_host="h9"))
         with pytest.raises(errors.FailedPrecondition, match="capacity 448 MiB"):
-            await c.call("MigrateVm", pb.MigrateVmRequest(name="big1", dest_host="h2"))
+            await c.call("MigrateVm", npb.MigrateVmRequest(name="big1", dest_host="h2"))
         with pytest.raises(errors.InvalidArgument, match="bandwidth_mib_s"):
-            await c.call("MigrateVm", pb.MigrateVmRequest(name="big1", dest_host="h2",
-                                                          options=pb.MigrationOptions(bandwidth_mib_s=10**6)))
-        recs = (await c.call("ListMigrations", pb.ListMigrationsRequest())).records
-    assert any(r.vm == "big1" and r.outcome == pb.MIGRATION_OUTCOME_REFUSED for r in recs)
+            await c.call("MigrateVm", npb.MigrateVmRequest(name="big1", dest_host="h2",
+                                                          options=npb.MigrationOptions(bandwidth_mib_s=10**6)))
+        recs = (await c.call("ListMigrations", npb.ListMigrationsRequest())).records
+    assert any(r.vm == "big1" and r.outcome == npb.MIGRATION_OUTCOME_REFUSED for r in recs)
     assert "big1" in await vms(cell2, "h1") and "big1" not in await vms(cell2, "h2")
     await stop(cell2, "big1")
 
@@ -269,13 +269,13 @@ def test_cellctl_bench_writes_csv_and_cli_shows_state(cell2, state_root, tmp_pat
 async def test_set_workload_changes_the_running_guest_and_cgroup_caps_the_host(cell2):
     await start(cell2, "h1", "wl1", cpu=0.05, wss=8, dirty=0)
     async with NodeClient(target(cell2, "h1"), "h1") as c:
-        vm = (await c.call("SetWorkload", pb.SetWorkloadRequest(
-            name="wl1", workload=pb.Workload(cpu_load=0.4, wss_mib=24, dirty_mib_s=8)))).vm
+        vm = (await c.call("SetWorkload", npb.SetWorkloadRequest(
+            name="wl1", workload=npb.Workload(cpu_load=0.4, wss_mib=24, dirty_mib_s=8)))).vm
         assert vm.spec.workload.cpu_load == pytest.approx(0.4) and vm.spec.workload.wss_mib == 24
         with pytest.raises(errors.InvalidArgument, match=r"cpu_load=1.5 .*0\.0\.\.1\.0"):
-            await c.call("SetWorkload", pb.SetWorkloadRequest(name="wl1", workload=pb.Workload(cpu_load=1.5)))
+            await c.call("SetWorkload", npb.SetWorkloadRequest(name="wl1", workload=npb.Workload(cpu_load=1.5)))
         with pytest.raises(errors.NotFound):
-            await c.call("SetWorkload", pb.SetWorkloadRequest(name="nope", workload=pb.Workload(cpu_load=0.1)))
+            await c.call("SetWorkload", npb.SetWorkloadRequest(name="nope", workload=npb.Workload(cpu_load=0.1)))
 
     async def guest_follows():
         v = (await vms(cell2, "h1"))["wl1"]

@@ -8,7 +8,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cellbed.runtime.client import NodeClient
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
-from cellbed.v1 import common_pb2 as cpb, masb_pb2 as mpb, node_pb2 as pb
+from cellbed.v1 import common_pb2 as cpb, masb_pb2 as masbpb, node_pb2 as npb
 from cellbed.cell import cell as cellmod
 from tests.conftest import wait_until
 from tests.integration.conftest import _can_run_cells
@@ -53,7 +53,7 @@ async def call(cell, host, method, req, timeout=30):
 async def where(cell) -> dict:
     out = {}
     for h in cell["hosts"]:
-        for v in (await call(cell, h, "ListVms", pb.ListVmsRequest())).vms:
+        for v in (await call(cell, h, "ListVms", npb.ListVmsRequest())).vms:
             out.setdefault(v.spec.name, []).append((h, v))
     return out
 
@@ -81,7 +81,7 @@ async def test_broker_cache_is_fed_by_node_reports(masb_cell):
     async def cache():
         t = GrpcTransport(lambda n: n, RealClock())
         try:
-            r = await t.request(masb_cell["broker"], "BrokerAgent/ListCache", mpb.ListCacheRequest(), timeout=5)
+            r = await t.request(masb_cell["broker"], "BrokerAgent/ListCache", masbpb.ListCacheRequest(), timeout=5)
         finally:
             await t.close()
         return r if len(r.entries) == 3 else None
@@ -96,32 +96,32 @@ async def test_bad_san_messages_are_invalid_argument(masb_cell):
     from cellbed.domain import errors
     with pytest.raises(errors.InvalidArgument, match="task.name"):
         await san_request(masb_cell, "h2", "San/RequestTaskMigration",
-                          mpb.TaskMigrationRequest(san_id="x", src_host="h1", task=mpb.TaskInfo()))
+                          masbpb.TaskMigrationRequest(san_id="x", src_host="h1", task=masbpb.TaskInfo()))
     with pytest.raises(errors.InvalidArgument, match="out of range"):
-        await san_request(masb_cell, "h2", "San/RequestTaskMigration", mpb.TaskMigrationRequest(
-            san_id="x", src_host="h1", task=mpb.TaskInfo(name="t", used=cpb.Resources(cpu_cores=-1))))
+        await san_request(masb_cell, "h2", "San/RequestTaskMigration", masbpb.TaskMigrationRequest(
+            san_id="x", src_host="h1", task=masbpb.TaskInfo(name="t", used=cpb.Resources(cpu_cores=-1))))
 
 
 async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     cell = masb_cell
     for name in ("ov1", "ov2"):
-        w = pb.Workload(cpu_load=0.02, wss_mib=16)
-        await call(cell, "h1", "StartVm", pb.StartVmRequest(spec=pb.VmSpec(name=name, mem_mib=128, vcpus=1,
+        w = npb.Workload(cpu_load=0.02, wss_mib=16)
+        await call(cell, "h1", "StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=name, mem_mib=128, vcpus=1,
                                                                             workload=w)), timeout=180)
     before = {n: vs[0][1].heartbeat for n, vs in (await where(cell)).items()}
     assert set(before) == {"ov1", "ov2"}
     # raise the guests' load: together they want 0.70 cores on a 0.60-core host
     for name in ("ov1", "ov2"):
-        await call(cell, "h1", "SetWorkload", pb.SetWorkloadRequest(name=name, workload=pb.Workload(cpu_load=LOAD)))
+        await call(cell, "h1", "SetWorkload", npb.SetWorkloadRequest(name=name, workload=npb.Workload(cpu_load=LOAD)))
 
     async def migrated():
-        recs = (await call(cell, "h1", "ListMigrations", pb.ListMigrationsRequest())).records
-        return [r for r in recs if r.outcome == pb.MIGRATION_OUTCOME_SUCCEEDED] or None
+        recs = (await call(cell, "h1", "ListMigrations", npb.ListMigrationsRequest())).records
+        return [r for r in recs if r.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED] or None
     try:
         recs = await wait_until(migrated, 240, "SAN to migrate a VM off h1")
     except BaseException:   # say what the agents saw
-        st = (await call(cell, "h1", "GetHostState", pb.GetHostStateRequest())).state
-        negs = await san_request(cell, "h1", "San/ListNegotiations", mpb.ListNegotiationsRequest(limit=3))
+        st = (await call(cell, "h1", "GetHostState", npb.GetHostStateRequest())).state
+        negs = await san_request(cell, "h1", "San/ListNegotiations", masbpb.ListNegotiationsRequest(limit=3))
         print(f"h1: cpu used {st.cpu_used_cores:.3f} of {HOST_CPU} (cgroup {st.cgroup_cpu_cores:.3f}); "
               f"SAN counters {dict(negs.counters)}; last: "
               + "; ".join(f"{n.vm} {n.state} {[(x.kind, x.detail[:100]) for x in n.steps]}" for n in negs.negotiations))
@@ -131,7 +131,7 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     assert r.data_total_bytes > 0 and r.heartbeat_after > r.heartbeat_before and r.integrity_bad == 0
 
     # the negotiation, in order: SCS -> candidates -> acceptance(s) -> process -> migrated
-    negs = (await san_request(cell, "h1", "San/ListNegotiations", mpb.ListNegotiationsRequest())).negotiations
+    negs = (await san_request(cell, "h1", "San/ListNegotiations", masbpb.ListNegotiationsRequest())).negotiations
     done = [n for n in negs if n.state == "migrated"]
     assert done, [(n.vm, n.state, [s.kind for s in n.steps]) for n in negs]
     kinds = [s.kind for s in done[0].steps]
@@ -143,23 +143,23 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
 
     # no host stays overloaded; no VM lost or duplicated; both guests kept running
     async def settled():
-        states = [(await call(cell, h, "GetHostState", pb.GetHostStateRequest())).state for h in cell["hosts"]]
+        states = [(await call(cell, h, "GetHostState", npb.GetHostStateRequest())).state for h in cell["hosts"]]
         over = [s.host for s in states if s.cpu_used_cores > MAX_UTIL * HOST_CPU]
         return states if not over else None
     await wait_until(settled, 120, "no host above max_util")
     loc = await where(cell)
     assert sorted(loc) == ["ov1", "ov2"] and all(len(v) == 1 for v in loc.values()), loc
     for name, [(h, v)] in loc.items():
-        assert v.state == pb.VM_STATE_RUNNING
+        assert v.state == npb.VM_STATE_RUNNING
 
         async def alive(h=h, name=name):
-            vm = {x.spec.name: x for x in (await call(cell, h, "ListVms", pb.ListVmsRequest())).vms}[name]
+            vm = {x.spec.name: x for x in (await call(cell, h, "ListVms", npb.ListVmsRequest())).vms}[name]
             return vm.heartbeat > before[name]
         await wait_until(alive, 30, f"{name}'s heartbeat to advance on {h}")
     # the broker answered the candidate request and counted it
     t = GrpcTransport(lambda n: n, RealClock())
     try:
-        lc = await t.request(cell["broker"], "BrokerAgent/ListCache", mpb.ListCacheRequest(), timeout=5)
+        lc = await t.request(cell["broker"], "BrokerAgent/ListCache", masbpb.ListCacheRequest(), timeout=5)
     finally:
         await t.close()
     assert lc.counters["candidate_requests"] >= 1 and lc.counters["candidates_returned"] >= 1
@@ -178,7 +178,7 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     assert all(s["asr_class"].startswith("ASR_CLASS_") for s in out)
     for name in ("ov1", "ov2"):
         for h, _ in (await where(cell)).get(name, []):
-            await call(cell, h, "StopVm", pb.StopVmRequest(name=name), timeout=60)
+            await call(cell, h, "StopVm", npb.StopVmRequest(name=name), timeout=60)
 
 
 _ROOT: list = []      # the session's state root, set by the fixture

@@ -25,7 +25,7 @@ from cellbed.domain import errors, wire
 from cellbed.cell import cell as cellmod
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
-from cellbed.v1 import megha_pb2 as mpb, node_pb2 as npb
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.domain.constraints import Constraint, ConstraintOp, constraints_match
 from tests.conftest import wait_until
 from tests.integration.conftest import _can_run_cells
@@ -135,9 +135,9 @@ async def start_agents(agents: Agents, names) -> None:
         await wait_until(up, 90, f"{n} SERVING")
 
 
-def spec(i: int) -> mpb.MeghaTask:
+def spec(i: int) -> meghapb.MeghaTask:
     user = "alice" if i % 2 == 0 else "bob"
-    return mpb.MeghaTask(name=f"mt{i:02d}", user=user, request=wire.resources(0.1, 128),
+    return meghapb.MeghaTask(name=f"mt{i:02d}", user=user, request=wire.resources(0.1, 128),
                          constraints=wire.constraints_pb(CONSTRAINTS[i % len(CONSTRAINTS)]),
                          duration_s=15.0 + (i % 3) * 5.0, workload=npb.Workload(cpu_load=0.0, wss_mib=0))
 
@@ -176,24 +176,24 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
         for n in names:
             try:
                 if n.startswith("gm"):
-                    counters.append(dict((await t.request(n, "GlobalMaster/GetView", mpb.GetViewRequest())).counters))
+                    counters.append(dict((await t.request(n, "GlobalMaster/GetView", meghapb.GetViewRequest())).counters))
                 else:
                     counters.append(dict((await t.request(n, "LocalMaster/ListPartitions",
-                                                          mpb.ListPartitionsRequest())).counters))
+                                                          meghapb.ListPartitionsRequest())).counters))
             except errors.CellbedError:
                 pass
 
     mon = asyncio.create_task(monitor())
     tasks = [spec(i) for i in range(50)]
-    never = [mpb.MeghaTask(name=f"never{i}", user=u, request=wire.resources(0.1, 128),
+    never = [meghapb.MeghaTask(name=f"never{i}", user=u, request=wire.resources(0.1, 128),
                            constraints=wire.constraints_pb(NEVER), workload=npb.Workload(cpu_load=0.0))
              for i, u in enumerate(("alice", "bob"))]
     t0 = time.monotonic()
     try:
         for x in tasks + never:
             gm = "gm1" if x.user == "alice" else "gm2"
-            r = await t.request(gm, "GlobalMaster/Submit", mpb.SubmitRequest(task=x), timeout=20)
-            assert r.status.state in (mpb.TASK_STATE_QUEUED, mpb.TASK_STATE_STARTING, mpb.TASK_STATE_RUNNING)
+            r = await t.request(gm, "GlobalMaster/Submit", meghapb.SubmitRequest(task=x), timeout=20)
+            assert r.status.state in (meghapb.TASK_STATE_QUEUED, meghapb.TASK_STATE_STARTING, meghapb.TASK_STATE_RUNNING)
 
         async def started(k: int):
             return sum(len(hs) > 0 for n, hs in seen.items() if n.startswith("mt")) >= k
@@ -201,7 +201,7 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
         await snapshot(["gm1"])
         agents.kill("gm1")                                  # crash: its queue lives in the journal
         with pytest.raises(errors.Unavailable):             # it really is down: clients see UNAVAILABLE
-            await t.request("gm1", "GlobalMaster/Submit", mpb.SubmitRequest(task=tasks[0]), timeout=5)
+            await t.request("gm1", "GlobalMaster/Submit", meghapb.SubmitRequest(task=tasks[0]), timeout=5)
         await start_agents(agents, ["gm1"])
         await wait_until(lambda: started(20), 600, "20 VMs started")
         await snapshot(["lm1a"])
@@ -209,27 +209,27 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
 
         async def took_over():
             try:
-                r = await t.request("lm1b", "LocalMaster/GetRole", mpb.GetRoleRequest(), timeout=5)
-                return r.role == mpb.LM_ROLE_ACTIVE
+                r = await t.request("lm1b", "LocalMaster/GetRole", meghapb.GetRoleRequest(), timeout=5)
+                return r.role == meghapb.LM_ROLE_ACTIVE
             except errors.CellbedError:
                 return False
         await wait_until(took_over, 60, "lm1b to take over")
 
-        statuses: dict[str, mpb.TaskStatus] = {}
+        statuses: dict[str, meghapb.TaskStatus] = {}
 
         async def all_started():
             for x in tasks:
                 if x.name in statuses:
                     continue
                 gm = "gm1" if x.user == "alice" else "gm2"
-                s = (await t.request(gm, "GlobalMaster/GetTask", mpb.GetTaskRequest(name=x.name), timeout=10)).status
-                if s.state in (mpb.TASK_STATE_RUNNING, mpb.TASK_STATE_FINISHED):
+                s = (await t.request(gm, "GlobalMaster/GetTask", meghapb.GetTaskRequest(name=x.name), timeout=10)).status
+                if s.state in (meghapb.TASK_STATE_RUNNING, meghapb.TASK_STATE_FINISHED):
                     statuses[x.name] = s
             return len(statuses) == len(tasks)
         await wait_until(all_started, 900, "all 50 placeable tasks to start", period_s=2.0)
         elapsed = time.monotonic() - t0
         never_st = [(await t.request("gm1" if x.user == "alice" else "gm2", "GlobalMaster/GetTask",
-                                     mpb.GetTaskRequest(name=x.name))).status for x in never]
+                                     meghapb.GetTaskRequest(name=x.name))).status for x in never]
         await snapshot(["gm1", "gm2", "lm1b", "lm2a"])
     finally:
         stop.set()
@@ -245,7 +245,7 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
         assert host in seen.get(x.name, ()), (x.name, seen.get(x.name), host)   # (a failed boot may have
                                                                                # tried another host before)
     for s in never_st:
-        assert s.state == mpb.TASK_STATE_QUEUED and "no host satisfies" in s.detail, s
+        assert s.state == meghapb.TASK_STATE_QUEUED and "no host satisfies" in s.detail, s
     total = {k: sum(c.get(k, 0) for c in counters) for k in ("inconsistency_internal", "inconsistency_external",
                                                               "repartitions", "takeovers", "recovered_queued",
                                                               "recovered_placed", "duplicates")}

@@ -6,12 +6,12 @@ import pytest
 from cellbed.domain import wire
 from cellbed.broker.cache import NodeCache
 from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, rus_ok
-from cellbed.v1 import masb_pb2 as mpb
+from cellbed.v1 import masb_pb2 as masbpb
 from cellbed.domain.constraints import Constraint, ConstraintOp
 
 
 def rep(host, ts, used=(0.5, 500.0), cap=(1.0, 1000.0), attrs=None, req=(0.5, 500.0), prod=(0.0, 0.0)):
-    return mpb.NodeReport(host=host, capacity=wire.resources(*cap), used=wire.resources(*used),
+    return masbpb.NodeReport(host=host, capacity=wire.resources(*cap), used=wire.resources(*used),
                           requested=wire.resources(*req), prod_requested=wire.resources(*prod),
                           attributes=wire.attributes_pb(attrs or {}), sampled_unix_s=ts)
 

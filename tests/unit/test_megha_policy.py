@@ -15,7 +15,7 @@ from cellbed.policy.megha.match import HostBits, PartitionBits, first_fit, match
 from cellbed.controller.megha.queues import FileQueueStore, MemoryQueueStore, UserQueues
 from cellbed.policy.megha.view import View
 from cellbed.controller.megha.workload import ArrivalConfig, arrivals
-from cellbed.v1 import megha_pb2 as mpb
+from cellbed.v1 import megha_pb2 as meghapb
 from cellbed.domain.constraints import Constraint, ConstraintOp
 
 EQ, NE = ConstraintOp.EQUAL, ConstraintOp.NOT_EQUAL
@@ -140,11 +140,11 @@ def test_allocation_never_exceeds_a_host():
 
 # --- the GM's view ------------------------------------------------------------------------------------------
 def lm_state(lm, version, free_cpu, owner, gms=("g1", "g2"), full=True, idx=(), digest="d", epoch=1, usage=()):
-    st = mpb.LmState(lm=lm, instance=lm, epoch=epoch, version=version, hosts_digest=digest, gms=list(gms), full=full,
+    st = meghapb.LmState(lm=lm, instance=lm, epoch=epoch, version=version, hosts_digest=digest, gms=list(gms), full=full,
                      host_index=list(idx), owner=list(owner), free_cpu_cores=list(free_cpu),
                      free_mem_mib=[1000.0] * len(free_cpu), sent_unix_s=float(version))
     for u, c in usage:
-        st.usage.add(user=u, used=mpb.Resources(cpu_cores=c, mem_mib=0), tasks=1)
+        st.usage.add(user=u, used=meghapb.Resources(cpu_cores=c, mem_mib=0), tasks=1)
     return st
 
 

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from cellbed.v1 import node_pb2
+from cellbed.v1 import node_pb2 as npb
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROTO_FILE = ROOT / "proto" / "cellbed" / "v1" / "node.proto"

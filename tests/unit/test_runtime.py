@@ -8,7 +8,7 @@ from cellbed.runtime import InProcNetwork, VirtualClock, agent_rng, run_virtual
 from cellbed.runtime.clock import VirtualTimeDeadlock
 from cellbed.runtime.transport import error_for, topic_matches
 from cellbed.runtime.rpc import handles_errors
-from cellbed.v1 import node_pb2 as pb
+from cellbed.v1 import node_pb2 as npb
 
 
 def test_virtual_time_jumps_to_the_next_timer():
@@ -56,7 +56,7 @@ class Echo:
             raise errors.NotFound("VM 'missing' is not here")
         if request.name == "slow":
             await self.clock.sleep(100)
-        return pb.StopVmResponse()
+        return npb.StopVmResponse()
 
 
 def test_inproc_request_latency_errors_timeouts_and_down_endpoints():
@@ -66,17 +66,17 @@ def test_inproc_request_latency_errors_timeouts_and_down_endpoints():
         net.serve("h1", "NodeAgent", Echo(c))
         t = net.transport("cli")
         t0 = c.monotonic()
-        await t.request("h1", "NodeAgent/StopVm", pb.StopVmRequest(name="x"))
+        await t.request("h1", "NodeAgent/StopVm", npb.StopVmRequest(name="x"))
         rtt = c.monotonic() - t0
         out = [rtt]
         for name, target, timeout in (("missing", "h1", 5), ("slow", "h1", 5), ("x", "h9", 5)):
             try:
-                await t.request(target, "NodeAgent/StopVm", pb.StopVmRequest(name=name), timeout=timeout)
+                await t.request(target, "NodeAgent/StopVm", npb.StopVmRequest(name=name), timeout=timeout)
             except errors.CellbedError as e:
                 out.append(type(e).__name__)
         net.set_down("h1")
         try:
-            await t.request("h1", "NodeAgent/StopVm", pb.StopVmRequest(name="x"))
+            await t.request("h1", "NodeAgent/StopVm", npb.StopVmRequest(name="x"))
         except errors.Unavailable:
             out.append("down")
         return out
@@ -91,8 +91,8 @@ def test_inproc_pubsub_wildcards_and_latency():
         net = InProcNetwork(c, latency_s=0.5)
         got = []
         net.transport("b").subscribe("cellbed/c/masb/report/+", lambda t, m: got.append((t, c.monotonic())), None)
-        net.transport("h1").publish("cellbed/c/masb/report/h1", pb.StopVmResponse())
-        net.transport("h1").publish("cellbed/c/other/h1", pb.StopVmResponse())
+        net.transport("h1").publish("cellbed/c/masb/report/h1", npb.StopVmResponse())
+        net.transport("h1").publish("cellbed/c/other/h1", npb.StopVmResponse())
         await c.sleep(1)
         return got
     assert run_virtual(main()) == [("cellbed/c/masb/report/h1", 0.5)]
