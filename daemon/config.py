@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import tomllib
 
+from cellbed.domain.config import check_keys, field_names, load_toml
 from cellbed.domain.errors import InvalidArgument, check_range
 
 
@@ -68,12 +68,8 @@ class NodeConfig:
 
     @classmethod
     def load(cls, path: str) -> "NodeConfig":
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise InvalidArgument(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+        data = load_toml(path)
+        check_keys(data, field_names(cls), path)
         for f in dataclasses.fields(cls):
             if f.name in data:
                 want = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": dict}[f.type]

@@ -31,13 +31,22 @@ def load_toml(path: str) -> dict[str, Any]:
         raise InvalidArgument(f"{path}: not valid TOML: {e}") from None
 
 
-def check_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
-    """Refuse any key of *data* outside *allowed*: ``WHERE: unknown key(s) a, b; allowed: ...``."""
-    known = set(allowed)
-    bad = sorted(set(data) - known)
-    if bad:
-        raise InvalidArgument(f"{where}: unknown key(s) {', '.join(map(str, bad))}; allowed: "
-                              f"{', '.join(sorted(known)) or 'none'}")
+def check_keys(data: Iterable[str], allowed: Iterable[str], where: str, *, dotted: str | None = None) -> None:
+    """Refuse any key of *data* outside *allowed*: ``WHERE: unknown key(s) a, b; allowed: ...``.
+
+    With *dotted* (the table's dotted path in a scenario file, "" at the top) the message names
+    the first bad key by its dotted path, as scenario errors do:
+    ``unknown key policy.san.x (allowed in policy.san: a, b)``; *allowed* keeps its order."""
+    order = list(allowed)
+    known = set(order)
+    bad = [k for k in data if k not in known]
+    if not bad:
+        return
+    if dotted is not None:
+        key = f"{dotted}.{bad[0]}" if dotted else str(bad[0])
+        raise InvalidArgument(f"unknown key {key} (allowed in {where}: {', '.join(order)})")
+    raise InvalidArgument(f"{where}: unknown key(s) {', '.join(map(str, sorted(bad)))}; allowed: "
+                          f"{', '.join(sorted(known)) or 'none'}")
 
 
 def field_names(cls: type) -> list[str]:

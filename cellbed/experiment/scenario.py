@@ -44,6 +44,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from cellbed.domain.config import check_keys
 from cellbed.domain.errors import InvalidArgument, NotFound
 from cellbed.policy.scores import DEFAULT_BANDS, SiasParams, SrasParams
 from cellbed.workload import GeneratorConfig, TraceOptions
@@ -141,9 +142,7 @@ class Scenario:
             if k in GENERATOR_OWNED:
                 raise InvalidArgument(f"workload.generator.{k} is set by {GENERATOR_OWNED[k]}: remove it from "
                                       "[workload.generator]")
-            if k not in known:
-                allowed = ", ".join(n for n in known if n not in GENERATOR_OWNED)
-                raise InvalidArgument(f"unknown key workload.generator.{k} (allowed in workload.generator: {allowed})")
+        check_keys(g, [n for n in known if n not in GENERATOR_OWNED], "workload.generator", dotted="workload.generator")
         data = dict(g)
         data.update(nodes=self.cell.nodes if self.cell.kind == "model" else self.cell.hosts,
                     duration_s=self.run.duration_s, seed=self.run.seed,

@@ -9,6 +9,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import field, fields
 from typing import Any
+from cellbed.domain.config import check_keys
 from cellbed.domain.errors import InvalidArgument
 
 
@@ -123,9 +124,7 @@ def build_section(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, Mapping):
         raise InvalidArgument(f"{prefix}={raw!r}: must be a table")
     flds = {f.name: f for f in fields(cls)}
-    for k in raw:
-        if k not in flds:
-            raise InvalidArgument(f"unknown key {join_key(prefix, k)} (allowed in {where}: {', '.join(flds)})")
+    check_keys(raw, flds, where, dotted=prefix)
     hints = field_hints(cls)
     kw = {}
     for name, f in flds.items():

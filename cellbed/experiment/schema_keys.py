@@ -8,6 +8,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
+from cellbed.domain.config import check_keys
 from cellbed.domain.errors import InvalidArgument
 from cellbed.experiment.schema import field_hints, is_section, join_key, range_text, type_name
 
@@ -48,9 +49,7 @@ def field_at(root: type, dotted: str) -> tuple[Any, Mapping[str, Any] | None, li
     prefix = ""
     for i, part in enumerate(parts):
         flds = {f.name: f for f in fields(cls)}
-        if part not in flds:
-            raise InvalidArgument(f"unknown key {join_key(prefix, part)} (allowed in {prefix or 'the scenario'}: "
-                                  f"{', '.join(flds)})")
+        check_keys([part], flds, prefix or "the scenario", dotted=prefix)
         f = flds[part]
         tp = field_hints(cls)[part]
         prefix = join_key(prefix, part)

@@ -22,6 +22,7 @@ from cellbed.controller.megha.params import GmParams, LmParams
 from cellbed.controller.megha.queues import MemoryQueueStore
 from cellbed.controller.megha.workload import Arrival, node_attributes
 from cellbed.domain import wire
+from cellbed.domain.config import check_keys
 from cellbed.domain.errors import InvalidArgument
 from cellbed.model.megha_run import ModelRunResult, run_arrivals, run_stream
 from cellbed.model.params import MeghaParams, ModelCellParams
@@ -38,9 +39,7 @@ def megha_cell(**kw) -> ModelCellParams:
     """Model-cell parameters for a Megha front-end from one flat set of keywords: the common ones
     (frontend, nodes, seed, latency_s, jitter_s, monitor_period_s) and the :class:`MeghaParams`."""
     known = set(_COMMON) | {f.name for f in dataclasses.fields(MeghaParams)}
-    bad = sorted(set(kw) - known)
-    if bad:
-        raise InvalidArgument(f"megha_cell: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
+    check_keys(kw, known, "megha_cell")
     common = {"frontend": "megha", "jitter_s": 0.0, "monitor_period_s": 3600.0,
               **{k: v for k, v in kw.items() if k in _COMMON}}
     return ModelCellParams(**common, megha=MeghaParams(**{k: v for k, v in kw.items() if k not in _COMMON}))

@@ -1,6 +1,9 @@
 """The GCD-shaped generator's configuration (every parameter with its unit, default and source) and the cell it describes: machine classes, node specs, and the calibration the generator derives."""
 from __future__ import annotations
 
+from cellbed.domain.config import check_keys, field_names
+from cellbed.domain.errors import InvalidArgument
+
 import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
@@ -316,10 +319,10 @@ class GeneratorConfig:
         Lists become tuples; ``machine_classes`` entries may be ``[cpu, mem, share, platform]`` or
         tables with those keys; ``end_reason_weights`` may be a table ``{FINISH = 0.6, ...}``.
         """
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"GeneratorConfig has no field {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        try:
+            check_keys(data, field_names(cls), "GeneratorConfig")
+        except InvalidArgument as e:   # the generator's own errors are ValueErrors
+            raise ValueError(str(e)) from None
 
         def tup(v):
             return tuple(tup(x) for x in v) if isinstance(v, (list, tuple)) else v

@@ -39,12 +39,12 @@ key fails at start-up naming the key).
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from typing import Any
 
 from cellbed.policy.megha.fairness import QueueConfig
 from cellbed.controller.megha.params import GmParams, LmParams
 from cellbed.domain.vm import NAME_RE
+from cellbed.domain.config import check_keys, field_names, load_toml
 from cellbed.domain.errors import InvalidArgument, check_range
 
 
@@ -103,16 +103,13 @@ class ControllerConfig:
 
     @classmethod
     def load(cls, path: str) -> "ControllerConfig":
-        with open(path, "rb") as f:
-            return cls.from_dict(tomllib.load(f), path)
+        return cls.from_dict(load_toml(path), path)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "config") -> "ControllerConfig":
         top = {"cell", "mqtt_host", "mqtt_port", "state_dir", "queue_fsync", "known_attributes", "agents", "hosts", "gm", "lm",
                "queue", "gm_params", "lm_params", "model"}
-        bad = sorted(set(d) - top)
-        if bad:
-            raise InvalidArgument(f"{where}: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(top))}")
+        check_keys(d, top, where)
 
         def typed(key, v, t, tname):
             if not isinstance(v, t) or (t in (int, float, (int, float)) and isinstance(v, bool)):
@@ -121,10 +118,7 @@ class ControllerConfig:
 
         def table(key, v, ctor):
             typed(key, v, dict, "a table")
-            known = {f.name for f in dataclasses.fields(ctor)}
-            bad = sorted(set(v) - known)
-            if bad:
-                raise InvalidArgument(f"{where}: [{key}] unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(known))}")
+            check_keys(v, field_names(ctor), f"{where}: [{key}]")
             try:
                 return ctor(**v)
             except TypeError as e:
@@ -135,8 +129,7 @@ class ControllerConfig:
         gms = []
         for i, g in enumerate(d.get("gm", [])):
             name = typed(f"gm[{i}].name", g.get("name", ""), str, "a string")
-            if set(g) - {"name"}:
-                raise InvalidArgument(f"{where}: gm[{i}] unknown key(s) {', '.join(sorted(set(g) - {'name'}))}; allowed: name")
+            check_keys(g, {"name"}, f"{where}: gm[{i}]")
             if not NAME_RE.fullmatch(name) or len(name) > 12:
                 raise InvalidArgument(f"{where}: gm[{i}].name={name!r}: allowed [a-z0-9][a-z0-9-]{{0,11}}")
             gms.append(name)
@@ -156,10 +149,7 @@ class ControllerConfig:
         lms = []
         model_names = model.names() if model else []
         for i, lm in enumerate(d.get("lm", [])):
-            allowed = {"name", "instances", "hosts"}
-            if set(lm) - allowed:
-                raise InvalidArgument(f"{where}: lm[{i}] unknown key(s) {', '.join(sorted(set(lm) - allowed))}; "
-                                      f"allowed: {', '.join(sorted(allowed))}")
+            check_keys(lm, {"name", "instances", "hosts"}, f"{where}: lm[{i}]")
             name = typed(f"lm[{i}].name", lm.get("name", ""), str, "a string")
             inst = tuple(lm.get("instances", [name]))
             if not 1 <= len(inst) <= 2:
@@ -188,10 +178,7 @@ class ControllerConfig:
                 raise InvalidArgument(f"{where}: GM {g!r} has no address in [agents]")
         queues = []
         for i, q in enumerate(d.get("queue", [])):
-            allowed = {"user", "share", "gm"}
-            if set(q) - allowed:
-                raise InvalidArgument(f"{where}: queue[{i}] unknown key(s) {', '.join(sorted(set(q) - allowed))}; "
-                                      f"allowed: {', '.join(sorted(allowed))}")
+            check_keys(q, {"user", "share", "gm"}, f"{where}: queue[{i}]")
             share = float(typed(f"queue[{i}].share", q.get("share", 0.0), (int, float), "a number"))
             check_range(f"queue[{i}].share", share, 0.0, 1.0)
             gm = q.get("gm", gms[i % len(gms)])
