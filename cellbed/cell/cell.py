@@ -1,9 +1,10 @@
 """The single-box cell: emulated hosts in Linux namespaces on one machine (DESIGN §4).
 
 `up` records every resource in the cell's state file *before* creating it, and `down`
-removes exactly those, in reverse order; it is idempotent and works after a crash (the
-processes are recorded with their start times; the QEMU processes are whatever is left
-in the host cgroups that `up` created). Nothing is ever swept by name or pattern.
+(cellbed/cell/record.py, re-exported here) removes exactly those, in reverse order; it is
+idempotent and works after a crash (the processes are recorded with their start times; the
+QEMU processes are whatever is left in the host cgroups that `up` created). Nothing is ever
+swept by name or pattern.
 """
 from __future__ import annotations
 
@@ -23,13 +24,17 @@ from cellbed.domain import errors
 from cellbed.cell.accel import probe
 from cellbed.cell import procs
 from cellbed.cell import ssh as sshmod
-from cellbed.runtime.cgroups import HostCgroup, remove_empty_parents
+from cellbed.cell.iproute import check_subnet_free, ip
+from cellbed.cell.record import DEFAULT_STATE_ROOT, Recorder, down, load_state, state_dir
+from cellbed.runtime.cgroups import HostCgroup
 from cellbed.daemon.config import NodeConfig, to_toml
+
+__all__ = ["BROKER_PORT", "DEFAULT_GUEST_DIR", "DEFAULT_STATE_ROOT", "GRPC_PORT", "MQTT_PORT", "CellPlan", "HostPlan",
+           "Recorder", "down", "health_ok", "load_state", "state_dir", "up"]
 
 log = logging.getLogger(__name__)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_STATE_ROOT = os.environ.get("CELLBED_STATE_ROOT", "/var/lib/cellbed/cells")
 DEFAULT_GUEST_DIR = os.environ.get("CELLBED_GUEST_DIR", os.path.join(REPO, "build", "guest"))
 GRPC_PORT = 50051
 MQTT_PORT = 1883
@@ -91,65 +96,6 @@ class CellPlan:
                                veth=f"cb{name}h{i}", cpu_cores=cpus[i - 1], mem_mib=mems[i - 1])
                       for i in range(1, n_hosts + 1))
         return cls(name, str(net), hosts)
-
-
-def state_dir(name: str, root: str = DEFAULT_STATE_ROOT) -> str:
-    return os.path.join(root, name)
-
-
-def load_state(name: str, root: str = DEFAULT_STATE_ROOT) -> dict | None:
-    try:
-        with open(os.path.join(state_dir(name, root), "cell.json")) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-
-
-class Recorder:
-    """The cell's state file; every resource is appended before it is created."""
-
-    def __init__(self, path: str, state: dict) -> None:
-        self.path, self.state = path, state
-        self.flush()
-
-    def flush(self) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.state, f, indent=1)
-        os.replace(tmp, self.path)
-
-    def add(self, **res) -> dict:
-        self.state["resources"].append(res)
-        self.flush()
-        return res
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
-
-
-def _link_exists(name: str) -> bool:
-    return _ip("link", "show", "dev", name, check=False).returncode == 0
-
-
-def _netns_exists(name: str) -> bool:
-    return os.path.exists(f"/run/netns/{name}")
-
-
-def _check_subnet_free(subnet: str) -> None:
-    net = ipaddress.ip_network(subnet)
-    out = json.loads(_ip("-j", "route", "show", "table", "all").stdout or "[]")
-    for r in out:
-        dst = r.get("dst", "")
-        if dst in ("default", "") or ":" in dst:
-            continue
-        try:
-            other = ipaddress.ip_network(dst if "/" in dst else dst + "/32", strict=False)
-        except ValueError:
-            continue
-        if other.version == 4 and other.overlaps(net):
-            raise errors.FailedPrecondition(
-                f"subnet {subnet} overlaps the existing route {dst} on {r.get('dev', '?')}: choose another --subnet")
 
 
 def _preflight(guest_dir: str) -> None:
@@ -241,10 +187,8 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
         _preflight(guest_dir)
     if ssh and sshmod.preflight():
         raise errors.FailedPrecondition(f"missing {', '.join(sshmod.preflight())}: run ./cellbed.sh setup")
-    _check_subnet_free(plan.subnet)
+    check_subnet_free(plan.subnet)
     os.makedirs(sdir, exist_ok=True)
-    max_cpu = max(h.cpu_cores for h in plan.hosts)
-    max_mem = max(h.mem_mib for h in plan.hosts)
     rec = Recorder(os.path.join(sdir, "cell.json"), {
         "name": name, "subnet": plan.subnet, "bridge": plan.bridge, "bridge_address": plan.bridge_address,
         "accel": choice.accel, "accel_reason": choice.reason, "created_unix_s": time.time(),
@@ -256,56 +200,72 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
         rec.state.update(bare=True, mqtt="")
     t0 = time.monotonic()
     try:
-        rec.add(kind="link", name=plan.bridge)
-        _ip("link", "add", plan.bridge, "type", "bridge")
-        _ip("addr", "add", f"{plan.bridge_address}/{plan.prefixlen}", "dev", plan.bridge)
-        _ip("link", "set", plan.bridge, "up")
-        hosts_file = os.path.join(sdir, "hosts")
-        with open(hosts_file, "w") as f:
-            f.write("127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in plan.hosts))
-        peers_file = os.path.join(sdir, "peers.json")
-        with open(peers_file, "w") as f:
-            json.dump({"hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT} for h in plan.hosts}}, f)
-        if ssh:
-            rec.add(kind="dir", path=sshmod.ssh_dir(sdir))
-            rec.state["ssh"] = sshmod.make_cell_keys(sdir, name)
-            for hs in rec.state["hosts"].values():
-                hs["ssh_port"] = sshmod.SSH_PORT
-        if not bare:
-            _start_mosquitto(rec, sdir, plan.bridge_address)
-        brokers = ""
-        if san is not None and not bare:
-            brokers = _start_broker(rec, sdir, plan, peers_file)
-        for h in plan.hosts:
-            _up_host(rec, sdir, plan, h, choice.accel, hosts_file, peers_file, guest_dir, monitor_period_s,
-                     h.cpu_cores / max_cpu, h.mem_mib / max_mem, ssh=ssh, bare=bare, brokers=brokers,
-                     san=san or {}, attributes=(host_attributes or [{}] * n_hosts)[h.index - 1])
+        brokers = _create(rec, sdir, plan, choice.accel, guest_dir, monitor_period_s, ssh=ssh, bare=bare, san=san,
+                          host_attributes=host_attributes or [{}] * n_hosts)
         if ssh:
             sshmod.write_client_files(rec.state["ssh"], rec.state["hosts"])
             late = sshmod.wait_sshd([h.address for h in plan.hosts], ready_timeout_s)
             if late:
                 raise errors.DeadlineExceeded(f"sshd not listening after {ready_timeout_s:.0f} s on "
                                               f"{', '.join(late)} (logs in {sdir}/<host>/logs/sshd.log)")
-        deadline = time.monotonic() + ready_timeout_s
-        pending = {} if bare else {h.name: f"{h.address}:{GRPC_PORT}" for h in plan.hosts}
-        if brokers:
-            pending["broker ba1"] = f"{plan.bridge_address}:{BROKER_PORT}"
-        while pending:
-            for hn, target in list(pending.items()):
-                if health_ok(target, service="cellbed.v1.BrokerAgent" if hn.startswith("broker") else
-                              "cellbed.v1.NodeAgent"):
-                    del pending[hn]
-            if pending and time.monotonic() > deadline:
-                raise errors.DeadlineExceeded(f"node daemons not SERVING after {ready_timeout_s:.0f} s: "
-                                              f"{', '.join(pending)} (logs in {sdir}/<host>/logs)")
-            if pending:
-                time.sleep(0.2)
+        _wait_serving(sdir, plan, ready_timeout_s, bare=bare, brokers=brokers)
     except BaseException:
         log.error("cell up failed; the recorded resources stay for `cellctl cell down --name %s`", name)
         raise
     rec.state["up_seconds"] = round(time.monotonic() - t0, 2)
     rec.flush()
     return rec.state
+
+
+def _create(rec: Recorder, sdir: str, plan: CellPlan, accel: str, guest_dir: str, monitor_period_s: float, *,
+            ssh: bool, bare: bool, san: dict | None, host_attributes: list[dict]) -> str:
+    """The bridge, the cell's files, mosquitto, the broker and the hosts, each recorded before it
+    is made. Returns the node daemons' ``brokers`` setting."""
+    rec.add(kind="link", name=plan.bridge)
+    ip("link", "add", plan.bridge, "type", "bridge")
+    ip("addr", "add", f"{plan.bridge_address}/{plan.prefixlen}", "dev", plan.bridge)
+    ip("link", "set", plan.bridge, "up")
+    hosts_file = os.path.join(sdir, "hosts")
+    with open(hosts_file, "w") as f:
+        f.write("127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in plan.hosts))
+    peers_file = os.path.join(sdir, "peers.json")
+    with open(peers_file, "w") as f:
+        json.dump({"hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT} for h in plan.hosts}}, f)
+    if ssh:
+        rec.add(kind="dir", path=sshmod.ssh_dir(sdir))
+        rec.state["ssh"] = sshmod.make_cell_keys(sdir, plan.name)
+        for hs in rec.state["hosts"].values():
+            hs["ssh_port"] = sshmod.SSH_PORT
+    if not bare:
+        _start_mosquitto(rec, sdir, plan.bridge_address)
+    brokers = ""
+    if san is not None and not bare:
+        brokers = _start_broker(rec, sdir, plan, peers_file)
+    max_cpu = max(h.cpu_cores for h in plan.hosts)
+    max_mem = max(h.mem_mib for h in plan.hosts)
+    for h in plan.hosts:
+        _up_host(rec, sdir, plan, h, accel, hosts_file, peers_file, guest_dir, monitor_period_s,
+                 h.cpu_cores / max_cpu, h.mem_mib / max_mem, ssh=ssh, bare=bare, brokers=brokers,
+                 san=san or {}, attributes=host_attributes[h.index - 1])
+    return brokers
+
+
+def _wait_serving(sdir: str, plan: CellPlan, ready_timeout_s: float, *, bare: bool, brokers: str) -> None:
+    """Until every node daemon (and the broker) answers its health check as SERVING."""
+    deadline = time.monotonic() + ready_timeout_s
+    pending = {} if bare else {h.name: f"{h.address}:{GRPC_PORT}" for h in plan.hosts}
+    if brokers:
+        pending["broker ba1"] = f"{plan.bridge_address}:{BROKER_PORT}"
+    while pending:
+        for hn, target in list(pending.items()):
+            if health_ok(target, service="cellbed.v1.BrokerAgent" if hn.startswith("broker") else
+                          "cellbed.v1.NodeAgent"):
+                del pending[hn]
+        if pending and time.monotonic() > deadline:
+            raise errors.DeadlineExceeded(f"node daemons not SERVING after {ready_timeout_s:.0f} s: "
+                                          f"{', '.join(pending)} (logs in {sdir}/<host>/logs)")
+        if pending:
+            time.sleep(0.2)
 
 
 def _start_mosquitto(rec: Recorder, sdir: str, address: str) -> None:
@@ -345,13 +305,13 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
     os.makedirs(hdir, exist_ok=True)
     _libvirt_files(hdir, h)
     rec.add(kind="netns", name=h.netns)
-    _ip("netns", "add", h.netns)
+    ip("netns", "add", h.netns)
     rec.add(kind="link", name=h.veth)
-    _ip("link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
-    _ip("link", "set", h.veth, "master", plan.bridge, "up")
-    _ip("-n", h.netns, "addr", "add", f"{h.address}/{plan.prefixlen}", "dev", "eth0")
-    _ip("-n", h.netns, "link", "set", "eth0", "up")
-    _ip("-n", h.netns, "link", "set", "lo", "up")
+    ip("link", "add", h.veth, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
+    ip("link", "set", h.veth, "master", plan.bridge, "up")
+    ip("-n", h.netns, "addr", "add", f"{h.address}/{plan.prefixlen}", "dev", "eth0")
+    ip("-n", h.netns, "link", "set", "eth0", "up")
+    ip("-n", h.netns, "link", "set", "lo", "up")
     cg_rel = f"cellbed/{plan.name}/{h.name}"
     rec.add(kind="cgroup", rel=cg_rel)
     cg = HostCgroup(cg_rel)
@@ -376,50 +336,3 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
                          start_new_session=True)
     res.update(procs.proc_identity(p.pid))
     rec.flush()
-
-
-def _host_pids(hdir: str) -> dict:
-    try:
-        with open(os.path.join(hdir, "pids.json")) as f:
-            return json.load(f)
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-
-
-def down(name: str = "default", root: str = DEFAULT_STATE_ROOT) -> list[str]:
-    """Remove exactly what `up` recorded, newest first. Returns what was removed."""
-    st = load_state(name, root)
-    if st is None:
-        return []
-    removed: list[str] = []
-    for res in reversed(st["resources"]):
-        kind = res["kind"]
-        if kind == "process":
-            if "host_dir" in res:
-                hp = _host_pids(res["host_dir"])
-                if "hostinit" in hp and procs.stop(hp["hostinit"], timeout_s=40):  # orderly: domains, libvirtd
-                    removed.append(f"process {res['name']} hostinit {hp['hostinit']['pid']}")
-                for key in ("node", "libvirtd", "sshd"):
-                    if key in hp and procs.kill(hp[key]):
-                        removed.append(f"process {res['name']} {key} {hp[key]['pid']}")
-            if "pid" in res and procs.stop(res, timeout_s=10):
-                removed.append(f"process {res['name']} {res['pid']}")
-        elif kind == "cgroup":
-            cg = HostCgroup(res["rel"])
-            if cg.exists():
-                killed = cg.kill_and_remove()
-                removed.append(f"cgroup {res['rel']}" + (f" (killed {killed})" if killed else ""))
-                remove_empty_parents(res["rel"], 2)
-        elif kind == "link":
-            if _link_exists(res["name"]):
-                _ip("link", "del", res["name"])
-                removed.append(f"link {res['name']}")
-        elif kind == "netns":
-            if _netns_exists(res["name"]):
-                _ip("netns", "del", res["name"])
-                removed.append(f"netns {res['name']}")
-        elif kind == "dir":
-            if os.path.isdir(res["path"]):
-                shutil.rmtree(res["path"])
-                removed.append(f"dir {res['path']}")
-    return removed

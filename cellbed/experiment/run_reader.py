@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 import numpy as np
 from cellbed.domain.errors import FailedPrecondition, InvalidArgument, NotFound
-from cellbed.metrics.rows import AllocationRow, MigrationRow, TickRow
+from cellbed.metrics.rows import csv_columns, AllocationRow, MigrationRow, TickRow
 from cellbed.experiment.results_files import (
     ALLOCATIONS,
     EVENTS,
@@ -29,7 +29,8 @@ ROW_TYPES = {TICKS: TickRow, MIGRATIONS: MigrationRow, ALLOCATIONS: AllocationRo
 def column_kinds(cls: type) -> dict[str, str]:
     """Column → 'f' (float), 'i' (int), 'b' (bool) or 's' (str), from the row dataclass annotations."""
     ann = {"float": "f", "int": "i", "bool": "b", "str": "s"}
-    return {f.name: ann[f.type if isinstance(f.type, str) else f.type.__name__] for f in fields(cls)}
+    cols = csv_columns(cls)
+    return {f.name: ann[f.type if isinstance(f.type, str) else f.type.__name__] for f in fields(cls) if f.name in cols}
 
 
 def read_table(path: str | Path, row_type: type, columns: Sequence[str] | None = None,

@@ -135,7 +135,20 @@ class AllocationRow:
     communication_ms: float
     total_ms: float
     attempts: int
-    outcome: str
+    outcome: str = "placed"       # placed | pending | rejected
+    # what the Megha agents know besides (not in allocations.csv):
+    boot_ms: float = 0.0          # the VM's boot, after Task_Start
+    lm: str = ""                  # the LM that validated the placement
+    repartitioned: bool = False   # placed on a partition borrowed from another GM
+    preempted_others: int = 0     # tasks preempted for it (fairness)
+    requeues: int = 0
+
+    def row(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @property
+    def parts_ms(self) -> tuple[float, float, float, float]:
+        return (self.framework_queue_ms, self.processing_ms, self.worker_queue_ms, self.communication_ms)
 
     def __post_init__(self) -> None:
         if self.outcome not in ALLOCATION_OUTCOMES:
@@ -164,7 +177,13 @@ class AllocationRow:
 
 TICK_COLUMNS = tuple(f.name for f in fields(TickRow))
 MIGRATION_COLUMNS = tuple(f.name for f in fields(MigrationRow))
-ALLOCATION_COLUMNS = tuple(f.name for f in fields(AllocationRow))
+ALLOCATION_COLUMNS = tuple(f.name for f in fields(AllocationRow))[:13]
+"""allocations.csv: the row up to ``outcome`` (the agents' extra fields stay in memory)."""
+
+
+def csv_columns(cls: type) -> tuple[str, ...]:
+    """The columns of *cls*'s CSV file, in order."""
+    return ALLOCATION_COLUMNS if cls is AllocationRow else tuple(f.name for f in fields(cls))
 
 
 def fmt_float(v: Any) -> str:
@@ -188,7 +207,9 @@ def formatters(cls: type) -> tuple[tuple[str, Any], ...]:
     """(column, formatter) per column of a row dataclass: floats as repr (exact round trip, NaN → empty),
     ints as digits, bools as true/false."""
     by = {"float": fmt_float, "int": fmt_int, "bool": fmt_bool, "str": fmt_str}
-    return tuple((f.name, by[f.type if isinstance(f.type, str) else f.type.__name__]) for f in fields(cls))
+    cols = csv_columns(cls)
+    return tuple((f.name, by[f.type if isinstance(f.type, str) else f.type.__name__]) for f in fields(cls)
+                 if f.name in cols)
 
 
 FORMATTERS = {cls: formatters(cls) for cls in (TickRow, MigrationRow, AllocationRow)}

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from cellbed.controller.megha.alloc import AllocationRecord, pending, summarize
+from cellbed.controller.megha.alloc import pending, summarize
 from cellbed.controller.megha.workload import Arrival
 from cellbed.domain import errors, wire
 from cellbed.domain.constraints import constraints_match
@@ -31,7 +31,7 @@ MEM_SCALE_MIB = 65536.0
 @dataclasses.dataclass
 class ModelRunResult:
     config: ModelCellParams
-    records: list[AllocationRecord]
+    records: list[AllocationRow]
     counters: dict
     lm_counters: dict
     virtual_s: float
@@ -63,7 +63,7 @@ async def _wait(front, bg: set, drain_s: float, stop_at_s: float | None, t0: flo
         await clock.sleep(min(1.0, max(1e-3, (end or deadline) - now)))
 
 
-def _records(front, recs: list, submitting: dict, refused: list, epoch: float) -> list[AllocationRecord]:
+def _records(front, recs: list, submitting: dict, refused: list, epoch: float) -> list[AllocationRow]:
     """Every arrival once: placed, or pending (not started, or still being submitted), or rejected."""
     fe = front.p.frontend
     seen = {r.task for r in recs}
@@ -92,7 +92,7 @@ async def run_arrivals(front, arr: list[Arrival], drain_s: float = 300.0, sample
     true share."""
     clock = front.clock
     wall0 = time.perf_counter()
-    recs: list[AllocationRecord] = []
+    recs: list[AllocationRow] = []
     front.submitter.on_record(recs.append)
     t0 = clock.monotonic()
     epoch = clock.now()
@@ -196,7 +196,7 @@ async def prefill(front, warm: list) -> int:
     return dropped
 
 
-def _row(r: AllocationRecord, epoch: float) -> AllocationRow:
+def _row(r: AllocationRow, epoch: float) -> AllocationRow:
     return AllocationRow(task=r.task, user=r.user, frontend=r.frontend, arrival_s=r.arrival_s - epoch,
                          start_s=r.start_s - epoch, host=r.host, framework_queue_ms=r.framework_queue_ms,
                          processing_ms=r.processing_ms, worker_queue_ms=r.worker_queue_ms,

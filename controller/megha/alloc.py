@@ -27,6 +27,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from cellbed.metrics.rows import AllocationRow
+
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 PARTS = ("framework_queue_ms", "processing_ms", "worker_queue_ms", "communication_ms")
 
@@ -57,48 +59,17 @@ class AllocClock:
         self.comm += max(0.0, rtt - lm_queue - lm_proc)
 
 
-@dataclasses.dataclass(frozen=True)
-class AllocationRecord:
-    """One task's allocation: the row of allocations.csv (DESIGN §12)."""
-
-    task: str
-    user: str
-    frontend: str
-    arrival_s: float
-    start_s: float
-    host: str
-    framework_queue_ms: float
-    processing_ms: float
-    worker_queue_ms: float
-    communication_ms: float
-    total_ms: float
-    attempts: int
-    outcome: str = "placed"       # placed | pending | rejected
-    boot_ms: float = 0.0
-    lm: str = ""
-    repartitioned: bool = False
-    preempted_others: int = 0
-    requeues: int = 0
-
-    def row(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @property
-    def parts_ms(self) -> tuple[float, float, float, float]:
-        return (self.framework_queue_ms, self.processing_ms, self.worker_queue_ms, self.communication_ms)
-
-
 def record(task: str, user: str, frontend: str, clk: AllocClock, start: float, host: str, *, lm_queue: float = 0.0,
            lm_proc: float = 0.0, comm: float = 0.0, wq: float = 0.0, boot: float = 0.0, lm: str = "",
            repartitioned: bool = False, preempted_others: int = 0, requeues: int = 0,
-           epoch_s: float = 0.0) -> AllocationRecord:
+           epoch_s: float = 0.0) -> AllocationRow:
     """Close a task's clock at its start. *comm*/*wq*/*lm_** are the successful attempt's parts."""
     fq = clk.fq + lm_queue
     proc = clk.proc + lm_proc
     cm = clk.comm + comm
     w = clk.wq + wq
     ms = 1000.0
-    return AllocationRecord(task=task, user=user, frontend=frontend, arrival_s=clk.arrival - epoch_s,
+    return AllocationRow(task=task, user=user, frontend=frontend, arrival_s=clk.arrival - epoch_s,
                             start_s=start - epoch_s, host=host, framework_queue_ms=fq * ms, processing_ms=proc * ms,
                             worker_queue_ms=w * ms, communication_ms=cm * ms, total_ms=(fq + proc + cm + w) * ms,
                             attempts=clk.attempts + 1, boot_ms=boot * ms, lm=lm, repartitioned=repartitioned,
@@ -106,9 +77,9 @@ def record(task: str, user: str, frontend: str, clk: AllocClock, start: float, h
 
 
 def pending(task: str, user: str, frontend: str, arrival: float, attempts: int, epoch_s: float = 0.0,
-            outcome: str = "pending") -> AllocationRecord:
+            outcome: str = "pending") -> AllocationRow:
     nan = math.nan
-    return AllocationRecord(task=task, user=user, frontend=frontend, arrival_s=arrival - epoch_s, start_s=nan,
+    return AllocationRow(task=task, user=user, frontend=frontend, arrival_s=arrival - epoch_s, start_s=nan,
                             host="", framework_queue_ms=nan, processing_ms=nan, worker_queue_ms=nan,
                             communication_ms=nan, total_ms=nan, attempts=attempts, outcome=outcome)
 
@@ -120,7 +91,7 @@ def percentiles(values: Iterable[float], ps: Sequence[float] = PERCENTILES) -> d
     return {f"p{p:g}": float(np.percentile(a, p)) for p in ps}
 
 
-def summarize(records: Sequence[AllocationRecord]) -> dict:
+def summarize(records: Sequence[AllocationRow]) -> dict:
     """Percentiles of the total and the median/mean share of each part, over placed tasks."""
     placed = [r for r in records if r.outcome == "placed"]
     tot = np.asarray([r.total_ms for r in placed], dtype=float)

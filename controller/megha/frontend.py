@@ -15,7 +15,8 @@ from typing import Callable, Protocol
 import numpy as np
 
 from cellbed.domain import errors, wire
-from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
+from cellbed.controller.megha.alloc import AllocClock, record
+from cellbed.metrics.rows import AllocationRow
 from cellbed.controller.megha.gm import GlobalMaster
 from cellbed.controller.megha.gm_task import QUEUED, STARTING
 from cellbed.controller.megha.lm_wire import task_request, vm_spec
@@ -32,7 +33,7 @@ class Frontend(Protocol):
     async def submit(self, task: meghapb.MeghaTask) -> None:
         """Accept a task (raises the project's errors on bad input); placement is asynchronous."""
 
-    def on_record(self, fn: Callable[[AllocationRecord], None]) -> None:
+    def on_record(self, fn: Callable[[AllocationRow], None]) -> None:
         """Call *fn* with each task's allocation record when the task starts."""
 
     def unstarted(self) -> list[tuple[str, str, float, int]]:

@@ -25,7 +25,8 @@ from collections import Counter
 
 from cellbed.domain import errors, wire
 from cellbed.policy.megha import fairness
-from cellbed.controller.megha.alloc import AllocClock, AllocationRecord
+from cellbed.controller.megha.alloc import AllocClock
+from cellbed.metrics.rows import AllocationRow
 from cellbed.controller.megha.lm_wire import state_topic, task_request
 from cellbed.controller.megha.params import GmParams
 from cellbed.controller.megha.queues import QueueStore, UserQueues
@@ -65,7 +66,7 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
         self.queues = UserQueues(self.my_users)
         self.tasks: dict[str, GmTask] = {}
         self.done: collections.OrderedDict[str, GmTask] = collections.OrderedDict()
-        self.records: collections.deque[AllocationRecord] = collections.deque(maxlen=self.params.records_kept or None)
+        self.records: collections.deque[AllocationRow] = collections.deque(maxlen=self.params.records_kept or None)
         self.record_listeners: list = []
         self.counters: Counter = Counter()
         self.per_user: dict[str, Counter] = {u: Counter() for u in self.shares}

@@ -25,7 +25,8 @@ from collections import Counter
 import numpy as np
 
 from cellbed.domain import errors, wire
-from cellbed.controller.megha.alloc import AllocClock, AllocationRecord, record
+from cellbed.controller.megha.alloc import AllocClock, record
+from cellbed.metrics.rows import AllocationRow
 from cellbed.controller.megha.lm_wire import task_request, vm_spec
 from cellbed.policy.megha.match import EPS, HostBits
 from cellbed.runtime.rpc import handles_errors
@@ -210,7 +211,7 @@ class SamplingScheduler:
         self.frontend = frontend
         self.tasks: dict[str, tuple[meghapb.MeghaTask, AllocClock]] = {}
         self.unbound: set[str] = set()
-        self.records: list[AllocationRecord] = []
+        self.records: list[AllocationRow] = []
         self.record_listeners: list = []
         self.counters: Counter = Counter()
         self._lock = asyncio.Lock()
