@@ -19,8 +19,7 @@ import sys
 import time
 
 from cellbed.cell.procs import proc_identity
-from cellbed.cell.ssh import run_bare, start_sshd
-from cellbed.cell.ssh import mount_private
+from cellbed.cell.ssh import mount_private, run_bare, start_sshd
 
 
 def _bind(src: str, dst: str) -> None:
@@ -52,44 +51,29 @@ def wait_socket(path: str, proc: subprocess.Popen, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def main() -> None:
-    hostdir = sys.argv[1]
-    with open(os.path.join(hostdir, "host.json")) as f:
-        hd = json.load(f)
-    setup_mounts(hd)
-    logs = os.path.join(hostdir, "logs")
-    os.makedirs(logs, exist_ok=True)
-    cg = hd.get("cgroup_procs", [])
+class _Host:
+    """The host's folder, the cgroups its processes join and the PIDs recorded in pids.json."""
 
-    def join_cgroup() -> None:  # runs in the child before exec
-        for p in cg:
+    def __init__(self, hostdir: str, hd: dict) -> None:
+        self.dir, self.cg = hostdir, hd.get("cgroup_procs", [])
+        self.logs = os.path.join(hostdir, "logs")
+        self.pids: dict = {"hostinit": proc_identity(os.getpid())}
+
+    def join_cgroup(self) -> None:  # runs in the child before exec
+        for p in self.cg:
             with open(p, "w") as f:
                 f.write(str(os.getpid()))
 
-    pids: dict = {"hostinit": proc_identity(os.getpid())}
-
-    def save() -> None:
-        tmp = os.path.join(hostdir, "pids.json.tmp")
+    def record(self, key: str, proc: subprocess.Popen) -> None:
+        self.pids[key] = proc_identity(proc.pid)
+        tmp = os.path.join(self.dir, "pids.json.tmp")
         with open(tmp, "w") as f:
-            json.dump(pids, f)
-        os.replace(tmp, os.path.join(hostdir, "pids.json"))
+            json.dump(self.pids, f)
+        os.replace(tmp, os.path.join(self.dir, "pids.json"))
 
-    sshd: subprocess.Popen | None = None
-    if hd.get("sshd"):   # cellctl cell up --ssh: an sshd on this host's address, in its cgroup
-        sshd = start_sshd(hd, os.path.join(logs, "sshd.log"), preexec_fn=join_cgroup)
-        pids["sshd"] = proc_identity(sshd.pid)
-        save()
-        if hd.get("bare"):   # no libvirtd, no node daemon: a playbook provisions them through sshd
-            run_bare(sshd)
-            return
 
-    libvirtd = subprocess.Popen(["libvirtd", "--listen", "-f", "/etc/libvirt/libvirtd.conf"],
-                                stdout=open(os.path.join(logs, "libvirtd.log"), "ab"), stderr=subprocess.STDOUT,
-                                preexec_fn=join_cgroup)
-    pids["libvirtd"] = proc_identity(libvirtd.pid)
-    save()
-    wait_socket("/run/libvirt/libvirt-sock", libvirtd, 60)
-
+def supervise(host: _Host) -> subprocess.Popen | None:
+    """Run the node daemon, restarting it when it exits, until SIGTERM or SIGINT."""
     stopping = False
     daemon: subprocess.Popen | None = None
 
@@ -107,15 +91,18 @@ def main() -> None:
                 print(f"node daemon exited with {daemon.returncode}; restart #{restarts}", flush=True)
                 time.sleep(min(5.0, 0.5 * restarts))  # restart backoff of a supervisor
             daemon = subprocess.Popen([sys.executable, "-m", "cellbed.daemon.main", "--config",
-                                       os.path.join(hostdir, "node.toml")],
-                                      stdout=open(os.path.join(logs, "node.log"), "ab"), stderr=subprocess.STDOUT)
-            pids["node"] = proc_identity(daemon.pid)
-            save()
+                                       os.path.join(host.dir, "node.toml")],
+                                      stdout=open(os.path.join(host.logs, "node.log"), "ab"), stderr=subprocess.STDOUT)
+            host.record("node", daemon)
         try:
             daemon.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
             pass
-    # Orderly stop: daemon, then the domains, then libvirtd.
+    return daemon
+
+
+def stop_all(daemon: subprocess.Popen | None, libvirtd: subprocess.Popen, sshd: subprocess.Popen | None) -> None:
+    """Orderly stop: daemon, then the domains, then libvirtd (and sshd)."""
     if daemon is not None and daemon.poll() is None:
         daemon.terminate()
         try:
@@ -137,6 +124,29 @@ def main() -> None:
     if sshd is not None:
         sshd.terminate()
         sshd.wait(timeout=10)
+
+
+def main() -> None:
+    hostdir = sys.argv[1]
+    with open(os.path.join(hostdir, "host.json")) as f:
+        hd = json.load(f)
+    setup_mounts(hd)
+    host = _Host(hostdir, hd)
+    os.makedirs(host.logs, exist_ok=True)
+    sshd: subprocess.Popen | None = None
+    if hd.get("sshd"):   # cellctl cell up --ssh: an sshd on this host's address, in its cgroup
+        sshd = start_sshd(hd, os.path.join(host.logs, "sshd.log"), preexec_fn=host.join_cgroup)
+        host.record("sshd", sshd)
+        if hd.get("bare"):   # no libvirtd, no node daemon: a playbook provisions them through sshd
+            run_bare(sshd)
+            return
+    libvirtd = subprocess.Popen(["libvirtd", "--listen", "-f", "/etc/libvirt/libvirtd.conf"],
+                                stdout=open(os.path.join(host.logs, "libvirtd.log"), "ab"), stderr=subprocess.STDOUT,
+                                preexec_fn=host.join_cgroup)
+    host.record("libvirtd", libvirtd)
+    wait_socket("/run/libvirt/libvirt-sock", libvirtd, 60)
+    daemon = supervise(host)
+    stop_all(daemon, libvirtd, sshd)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from cellbed.domain.constraints import constraints_match
 from cellbed.domain.names import task_name
 from cellbed.domain.vm import VmSpec
 from cellbed.metrics.rows import AllocationRow, MigrationRow
+from cellbed.model.front import Front
 from cellbed.model.params import Summary
 from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
 from cellbed.workload import events as ev
@@ -38,12 +39,11 @@ def _ms(x) -> float:
     return v if math.isfinite(v) and v >= 0 else math.nan
 
 
-class MasbFront:
+class MasbFront(Front):
     """Placement by brokers (masb) or central best fit (bestfit), SAN per host, churn from events."""
 
     def __init__(self, cell) -> None:
-        self.cell = cell
-        self.p = cell.p
+        super().__init__(cell)
         self.arrival: dict[str, tuple[float, int]] = {}   # task -> (arrival time, attempts)
         self.rng = random.Random(self.p.seed)
         self.sans: dict = {}
@@ -59,14 +59,6 @@ class MasbFront:
         self.counters: collections.Counter = collections.Counter()
         self._inflight: set[asyncio.Task] = set()
         self._bestfit_booked: dict[str, tuple[float, float]] = {}   # host -> (cores, MiB) being started there
-
-    @property
-    def clock(self):
-        return self.cell.clock
-
-    @property
-    def hosts(self):
-        return self.cell.hosts
 
     # --- building ----------------------------------------------------------------------
     def _generator(self) -> WorkloadGenerator:

@@ -25,6 +25,7 @@ from cellbed.domain import wire
 from cellbed.domain.config import check_keys
 from cellbed.domain.errors import InvalidArgument
 from cellbed.model.megha_run import ModelRunResult, run_arrivals, run_stream
+from cellbed.model.front import Front
 from cellbed.model.params import MeghaParams, ModelCellParams
 from cellbed.policy.megha.fairness import QueueConfig, dominant_share
 from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
@@ -60,14 +61,13 @@ def megha_users(p: ModelCellParams) -> tuple[str, ...]:
     return tuple(q.user for q in megha_queues(p))
 
 
-class MeghaFront:
+class MeghaFront(Front):
     """GMs and LMs (or sampling schedulers and workers) over the cell's model hosts."""
 
     def __init__(self, cell, gm_params: GmParams | None = None, lm_params: LmParams | None = None,
                  host_attributes: list[dict] | None = None) -> None:
         """*host_attributes*: one dict per node, instead of the seeded draw (tests)."""
-        self.cell = cell
-        self.p = cell.p
+        super().__init__(cell)
         self.m = cell.p.megha
         self._host_attributes = host_attributes
         self.gm_params = gm_params or GmParams(fairness=self.m.fairness)
@@ -80,22 +80,6 @@ class MeghaFront:
         self.submitter = None
         self.lm_hosts: dict[str, list[str]] = {}
         self.attributes: dict[str, dict] = {}
-
-    @property
-    def clock(self):
-        return self.cell.clock
-
-    @property
-    def net(self):
-        return self.cell.net
-
-    @property
-    def fabric(self):
-        return self.cell.fabric
-
-    @property
-    def host_list(self) -> list:
-        return list(self.cell.hosts.values())
 
     def queues(self) -> list[QueueConfig]:
         return megha_queues(self.p)
