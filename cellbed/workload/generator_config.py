@@ -176,141 +176,141 @@ class GeneratorConfig:
 
     # ------------------------------------------------------------------
     def _validate(self) -> None:
-        def bad(name: str, rng: str, value) -> None:
-            raise ValueError(f"GeneratorConfig.{name} must be {rng}, got {value!r}")
+        self._check_cell()
+        self._check_durations()
+        self._check_jobs()
+        self._check_requests()
+        self._check_usage()
+        self._check_constraints()
+        self._check_ends()
 
-        def unit(name: str, lo_open=False, hi_open=False) -> None:
-            v = getattr(self, name)
-            lo_ok = v > 0 if lo_open else v >= 0
-            hi_ok = v < 1 if hi_open else v <= 1
-            if not (isinstance(v, (int, float)) and lo_ok and hi_ok):
-                bad(name, f"in {'(' if lo_open else '['}0, 1{')' if hi_open else ']'}", v)
-
-        def positive(name: str) -> None:
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
-                bad(name, "a finite number > 0", v)
-
+    def _check_cell(self) -> None:
         if not isinstance(self.nodes, int) or self.nodes < 1:
-            bad("nodes", "an integer >= 1", self.nodes)
-        positive("duration_s")
+            _bad("nodes", "an integer >= 1", self.nodes)
+        _positive(self, "duration_s")
         if not isinstance(self.start_us, int) or self.start_us < 0:
-            bad("start_us", "an integer >= 0", self.start_us)
+            _bad("start_us", "an integer >= 0", self.start_us)
         if not isinstance(self.seed, int) or self.seed < 0:
-            bad("seed", "an integer >= 0", self.seed)
+            _bad("seed", "an integer >= 0", self.seed)
         if not self.machine_classes:
-            bad("machine_classes", "a non-empty tuple", self.machine_classes)
+            _bad("machine_classes", "a non-empty tuple", self.machine_classes)
         for mc in self.machine_classes:
             if not (0 < mc.cpu <= 1 and 0 < mc.mem <= 1 and mc.share >= 0):
-                bad("machine_classes", "classes with cpu, mem in (0, 1] and share >= 0", mc)
+                _bad("machine_classes", "classes with cpu, mem in (0, 1] and share >= 0", mc)
         if sum(mc.share for mc in self.machine_classes) <= 0:
-            bad("machine_classes", "classes whose shares sum to > 0", self.machine_classes)
+            _bad("machine_classes", "classes whose shares sum to > 0", self.machine_classes)
         if not (isinstance(self.workload_multiplier, (int, float)) and 1 <= self.workload_multiplier <= 64):
-            bad("workload_multiplier", "in [1, 64]", self.workload_multiplier)
-        unit("compaction", hi_open=True)
+            _bad("workload_multiplier", "in [1, 64]", self.workload_multiplier)
+        _unit(self, "compaction", hi_open=True)
         if round(self.nodes * (1 - self.compaction)) < 1:
-            bad("compaction", "small enough to keep at least one node", self.compaction)
-        positive("target_tasks_per_node")
+            _bad("compaction", "small enough to keep at least one node", self.compaction)
+        _positive(self, "target_tasks_per_node")
         for name in ("target_used_cpu", "target_used_mem", "target_prod_requested_cpu", "target_prod_requested_mem"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 < v < 2):
-                bad(name, "in (0, 2)", v)
+                _bad(name, "in (0, 2)", v)
 
+    def _check_durations(self) -> None:
         a = self.duration_anchors_s
         if len(a) < 2:
-            bad("duration_anchors_s", "at least two (seconds, cdf) anchors", a)
+            _bad("duration_anchors_s", "at least two (seconds, cdf) anchors", a)
         ts = [p[0] for p in a]
         ps = [p[1] for p in a]
         if ts[0] <= 0 or any(t1 <= t0 for t0, t1 in zip(ts, ts[1:])):
-            bad("duration_anchors_s", "anchors with strictly increasing times > 0 s", a)
+            _bad("duration_anchors_s", "anchors with strictly increasing times > 0 s", a)
         if ps[0] != 0 or ps[-1] != 1 or any(p1 < p0 for p0, p1 in zip(ps, ps[1:])):
-            bad("duration_anchors_s", "a CDF rising from 0.0 at the first anchor to 1.0 at the last", a)
+            _bad("duration_anchors_s", "a CDF rising from 0.0 at the first anchor to 1.0 at the last", a)
         if len(self.production_prob_by_segment) != len(a) - 1:
-            bad("production_prob_by_segment", f"{len(a) - 1} values (one per duration segment)",
+            _bad("production_prob_by_segment", f"{len(a) - 1} values (one per duration segment)",
                 self.production_prob_by_segment)
         if any(not 0 <= p <= 1 for p in self.production_prob_by_segment):
-            bad("production_prob_by_segment", "probabilities in [0, 1]", self.production_prob_by_segment)
+            _bad("production_prob_by_segment", "probabilities in [0, 1]", self.production_prob_by_segment)
         seg_mass = [p1 - p0 for p0, p1 in zip(ps, ps[1:])]
         prod = sum(m * p for m, p in zip(seg_mass, self.production_prob_by_segment))
         if not 0 < prod < 1:
-            bad("production_prob_by_segment", "such that the production share of arrivals is in (0, 1)", prod)
-        unit("free_share_of_nonproduction")
+            _bad("production_prob_by_segment", "such that the production share of arrivals is in (0, 1)", prod)
+        _unit(self, "free_share_of_nonproduction")
 
-        unit("single_task_job_frac")
+    def _check_jobs(self) -> None:
+        _unit(self, "single_task_job_frac")
         if not self.tasks_per_job_values or any(not isinstance(v, int) or v < 2 for v in self.tasks_per_job_values):
-            bad("tasks_per_job_values", "a non-empty tuple of integers >= 2", self.tasks_per_job_values)
+            _bad("tasks_per_job_values", "a non-empty tuple of integers >= 2", self.tasks_per_job_values)
         if not 0 <= self.tasks_per_job_exponent <= 5:
-            bad("tasks_per_job_exponent", "in [0, 5]", self.tasks_per_job_exponent)
-        unit("max_job_fraction_of_nodes", lo_open=True)
-        unit("different_machines_prob")
+            _bad("tasks_per_job_exponent", "in [0, 5]", self.tasks_per_job_exponent)
+        _unit(self, "max_job_fraction_of_nodes", lo_open=True)
+        _unit(self, "different_machines_prob")
         if not isinstance(self.users, int) or self.users < 1:
-            bad("users", "an integer >= 1", self.users)
+            _bad("users", "an integer >= 1", self.users)
         if not 0 <= self.user_zipf_exponent <= 5:
-            bad("user_zipf_exponent", "in [0, 5]", self.user_zipf_exponent)
+            _bad("user_zipf_exponent", "in [0, 5]", self.user_zipf_exponent)
         pw = self.priority_weights
         if len(pw) != MAX_PRIORITY + 1 or any(w < 0 for w in pw):
-            bad("priority_weights", f"{MAX_PRIORITY + 1} non-negative weights", pw)
+            _bad("priority_weights", f"{MAX_PRIORITY + 1} non-negative weights", pw)
         for band in Band:
             if sum(w for p, w in enumerate(pw) if band_of(p) == band) <= 0:
-                bad("priority_weights", f"positive total weight in band {band.name}", pw)
+                _bad("priority_weights", f"positive total weight in band {band.name}", pw)
 
+    def _check_requests(self) -> None:
         g = self.request_grid
         if len(g) < 2 or any(not 0 < v <= 1 for v in g) or any(v1 <= v0 for v0, v1 in zip(g, g[1:])):
-            bad("request_grid", "at least two strictly increasing values in (0, 1]", g)
+            _bad("request_grid", "at least two strictly increasing values in (0, 1]", g)
         if not 0.05 <= self.request_log_spread <= 5:
-            bad("request_log_spread", "in [0.05, 5]", self.request_log_spread)
+            _bad("request_log_spread", "in [0.05, 5]", self.request_log_spread)
         if not 0 <= self.request_job_size_exponent <= 2:
-            bad("request_job_size_exponent", "in [0, 2]", self.request_job_size_exponent)
+            _bad("request_job_size_exponent", "in [0, 2]", self.request_job_size_exponent)
         if not -0.99 <= self.request_cpu_mem_correlation <= 0.99:
-            bad("request_cpu_mem_correlation", "in [-0.99, 0.99]", self.request_cpu_mem_correlation)
+            _bad("request_cpu_mem_correlation", "in [-0.99, 0.99]", self.request_cpu_mem_correlation)
 
-        unit("cpu_use_ratio_mean", lo_open=True, hi_open=True)
-        positive("cpu_use_ratio_concentration")
-        unit("mem_use_ratio_mean", lo_open=True, hi_open=True)
-        positive("mem_use_ratio_concentration")
-        unit("near_zero_frac", hi_open=True)
-        unit("near_zero_cpu", lo_open=True)
-        positive("long_task_s")
+    def _check_usage(self) -> None:
+        _unit(self, "cpu_use_ratio_mean", lo_open=True, hi_open=True)
+        _positive(self, "cpu_use_ratio_concentration")
+        _unit(self, "mem_use_ratio_mean", lo_open=True, hi_open=True)
+        _positive(self, "mem_use_ratio_concentration")
+        _unit(self, "near_zero_frac", hi_open=True)
+        _unit(self, "near_zero_cpu", lo_open=True)
+        _positive(self, "long_task_s")
         for name in ("inst_sigma_slope", "inst_sigma_intercept", "avg_sigma_slope", "avg_sigma_intercept"):
             v = getattr(self, name)
             if not 0 <= v <= 5:
-                bad(name, "in [0, 5]", v)
+                _bad(name, "in [0, 5]", v)
         if self.avg_sigma_slope > self.inst_sigma_slope or self.avg_sigma_intercept > self.inst_sigma_intercept:
-            bad("avg_sigma_slope", "≤ inst_sigma_slope, with avg_sigma_intercept ≤ inst_sigma_intercept "
+            _bad("avg_sigma_slope", "≤ inst_sigma_slope, with avg_sigma_intercept ≤ inst_sigma_intercept "
                 "(5-min means cannot vary more than 1-s samples)", (self.avg_sigma_slope, self.avg_sigma_intercept))
         if not 0 <= self.sigma_scatter <= 2:
-            bad("sigma_scatter", "in [0, 2]", self.sigma_scatter)
-        unit("nonstationary_frac")
-        unit("nonstationary_variance_share")
-        positive("regime_mean_s")
-        positive("usage_period_s")
+            _bad("sigma_scatter", "in [0, 2]", self.sigma_scatter)
+        _unit(self, "nonstationary_frac")
+        _unit(self, "nonstationary_variance_share")
+        _positive(self, "regime_mean_s")
+        _positive(self, "usage_period_s")
         if self.usage_period_s * US_PER_S != int(self.usage_period_s * US_PER_S):
-            bad("usage_period_s", "a whole number of microseconds", self.usage_period_s)
+            _bad("usage_period_s", "a whole number of microseconds", self.usage_period_s)
         if not 0 <= self.mem_usage_noise <= 0.5:
-            bad("mem_usage_noise", "in [0, 0.5]", self.mem_usage_noise)
+            _bad("mem_usage_noise", "in [0, 0.5]", self.mem_usage_noise)
 
+    def _check_constraints(self) -> None:
         ap = self.attribute_probs
         if not ap or any(not 0 < p <= 1 for p in ap):
-            bad("attribute_probs", "a non-empty tuple of probabilities in (0, 1]", ap)
-        unit("constrained_job_frac")
-        unit("extra_constraint_geom_p", lo_open=True)
+            _bad("attribute_probs", "a non-empty tuple of probabilities in (0, 1]", ap)
+        _unit(self, "constrained_job_frac")
+        _unit(self, "extra_constraint_geom_p", lo_open=True)
         if not isinstance(self.max_constraints, int) or self.max_constraints < 1:
-            bad("max_constraints", "an integer >= 1", self.max_constraints)
-        unit("min_match_fraction")
-        unit("restrictive_prob")
-        unit("restrictive_max_match", lo_open=True)
+            _bad("max_constraints", "an integer >= 1", self.max_constraints)
+        _unit(self, "min_match_fraction")
+        _unit(self, "restrictive_prob")
+        _unit(self, "restrictive_max_match", lo_open=True)
         if self.constrained_job_frac > 0 and not any(p >= self.restrictive_max_match for p in ap):
-            bad("attribute_probs", "to include attributes at or above restrictive_max_match "
+            _bad("attribute_probs", "to include attributes at or above restrictive_max_match "
                 "(for ordinary constraints)", ap)
         if self.restrictive_prob > 0 and not any(p < self.restrictive_max_match for p in ap):
-            bad("attribute_probs", "to include an attribute below restrictive_max_match "
+            _bad("attribute_probs", "to include an attribute below restrictive_max_match "
                 "(restrictive_prob > 0 needs a rare attribute)", ap)
 
+    def _check_ends(self) -> None:
         erw = self.end_reason_weights
         if not erw or any(not isinstance(r, EndReason) or w < 0 for r, w in erw) or sum(w for _, w in erw) <= 0:
-            bad("end_reason_weights", "(EndReason, weight >= 0) pairs with positive total", erw)
-        unit("churn_down_frac_29d", hi_open=True)
-        positive("churn_downtime_mean_s")
+            _bad("end_reason_weights", "(EndReason, weight >= 0) pairs with positive total", erw)
+        _unit(self, "churn_down_frac_29d", hi_open=True)
+        _positive(self, "churn_downtime_mean_s")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "GeneratorConfig":
@@ -392,3 +392,21 @@ class Calibration:
     expected_prod_requested_mem: float
     expected_cpu_use_ratio: float
     expected_near_zero_share_long: float
+
+
+def _bad(name: str, rng: str, value) -> None:
+    raise ValueError(f"GeneratorConfig.{name} must be {rng}, got {value!r}")
+
+
+def _unit(cfg, name: str, lo_open=False, hi_open=False) -> None:
+    v = getattr(cfg, name)
+    lo_ok = v > 0 if lo_open else v >= 0
+    hi_ok = v < 1 if hi_open else v <= 1
+    if not (isinstance(v, (int, float)) and lo_ok and hi_ok):
+        _bad(name, f"in {'(' if lo_open else '['}0, 1{')' if hi_open else ']'}", v)
+
+
+def _positive(cfg, name: str) -> None:
+    v = getattr(cfg, name)
+    if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
+        _bad(name, "a finite number > 0", v)
