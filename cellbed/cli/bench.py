@@ -8,7 +8,7 @@ import os
 import statistics
 
 from cellbed.domain import errors
-from cellbed.cli.common import OUTCOME_NAMES, emit, migrate, msg_dict, table
+from cellbed.cli.common import OUTCOME_NAMES, Cell, emit, migrate, msg_dict, table
 from cellbed.v1 import node_pb2 as npb
 
 CSV_FIELDS = ["mem_mib", "wss_mib", "dirty_mib_s", "bandwidth_mib_s", "max_downtime_ms", "postcopy", "repeat",
@@ -27,6 +27,10 @@ def _list(s: str, conv) -> list:
         return [conv(x) for x in s.split(",") if x.strip()]
     except ValueError as e:
         raise errors.InvalidArgument(f"bad list {s!r}: {e}") from None
+
+
+async def cmd_bench_migration(args) -> None:
+    await bench_migration(Cell(args), args)
 
 
 async def bench_migration(cell, args) -> list[dict]:

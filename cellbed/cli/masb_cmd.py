@@ -70,13 +70,3 @@ async def cmd_san(args) -> None:
         lines.append(f"{h}: " + ", ".join(f"{k}={v}" for k, v in sorted(r.counters.items())))
         lines.append(common.table(rows, ["san_id", "vm", "state", "target", "started", "steps"]))
     common.emit(args, data, "\n".join(lines))
-
-
-def register(sub) -> None:
-    bp = sub.add_parser("broker", help="MASB broker agents").add_subparsers(dest="sub", required=True)
-    p = bp.add_parser("cache", help="what a broker believes: node, age, capacity, used, class")
-    p.add_argument("--broker", default="", help="HOST:PORT (default: the cell's broker)")
-    p.set_defaults(fn=cmd_broker_cache)
-    p = sub.add_parser("san", help="active and recent SAN negotiations on each host")
-    p.add_argument("--limit", type=int, default=20, help="recent negotiations per host")
-    p.set_defaults(fn=cmd_san)

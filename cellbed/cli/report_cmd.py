@@ -10,17 +10,6 @@ from pathlib import Path
 from cellbed.experiment.report import write_report
 
 
-def register(subparsers) -> None:
-    """Add this sub-command to *subparsers* (what ArgumentParser.add_subparsers returned)."""
-    """Add the ``report`` command to cellctl's subparsers."""
-    p = subparsers.add_parser(
-        "report", help="report.md + PNG plots for a results folder, or a comparison of several",
-        description="One DIR: write report.md, summary.json and the plots into DIR (or --out). "
-                    "Several DIRs: side-by-side tables, comparison.csv and overlaid plots into --out. "
-                    "Folders whose events.jsonl lacks run_completed are refused.")
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="results folders written by cellctl run")
-    p.add_argument("--out", metavar="DIR", help="where to write (one run: default its folder; several: required)")
-    p.set_defaults(fn=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> None:

@@ -16,25 +16,6 @@ from cellbed.experiment.runner import run_scenario
 from cellbed.experiment.profiling import parse_window
 
 
-def register(subparsers) -> None:
-    """Add this sub-command to *subparsers* (what ArgumentParser.add_subparsers returned)."""
-    """Add the ``run`` command to cellctl's subparsers."""
-    p = subparsers.add_parser(
-        "run", help="run a scenario (model or real cell) into a results folder with its report",
-        description="Run SCENARIO.toml and write manifest.json, events.jsonl, ticks.csv, migrations.csv, "
-                    "allocations.csv and report.md with plots into --out. --set overrides any scenario key "
-                    "(dotted, e.g. run.seed=7, cell.nodes=500, policy.san.enabled=false).")
-    p.add_argument("scenario", metavar="SCENARIO.toml")
-    p.add_argument("--out", metavar="DIR", help="results folder (default: results/<run name>-<UTC time>)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key (repeatable)")
-    p.add_argument("--overwrite", action="store_true", help="reuse --out even if it already holds a run")
-    p.add_argument("--no-report", action="store_true", help="skip report.md and the plots (cellctl report later)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--profile", metavar="FROM:TO",
-                   help="cProfile the window FROM:TO of simulated minutes (model cells) into "
-                        "profile.pstats/.txt/.json in the results folder")
-    p.set_defaults(fn=cmd_run)
 
 
 def cmd_run(args: argparse.Namespace) -> None:

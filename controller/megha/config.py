@@ -110,94 +110,123 @@ class ControllerConfig:
         top = {"cell", "mqtt_host", "mqtt_port", "state_dir", "queue_fsync", "known_attributes", "agents", "hosts", "gm", "lm",
                "queue", "gm_params", "lm_params", "model"}
         check_keys(d, top, where)
-
-        def typed(key, v, t, tname):
-            if not isinstance(v, t) or (t in (int, float, (int, float)) and isinstance(v, bool)):
-                raise InvalidArgument(f"{where}: {key}={v!r} must be {tname}")
-            return v
-
-        def table(key, v, ctor):
-            typed(key, v, dict, "a table")
-            check_keys(v, field_names(ctor), f"{where}: [{key}]")
-            try:
-                return ctor(**v)
-            except TypeError as e:
-                raise InvalidArgument(f"{where}: [{key}]: {e}") from None
-
-        agents = {k: typed(f"agents.{k}", v, str, "a \"host:port\" string") for k, v in d.get("agents", {}).items()}
-        hosts = {k: typed(f"hosts.{k}", v, str, "a \"host:port\" string") for k, v in d.get("hosts", {}).items()}
-        gms = []
-        for i, g in enumerate(d.get("gm", [])):
-            name = typed(f"gm[{i}].name", g.get("name", ""), str, "a string")
-            check_keys(g, {"name"}, f"{where}: gm[{i}]")
-            if not NAME_RE.fullmatch(name) or len(name) > 12:
-                raise InvalidArgument(f"{where}: gm[{i}].name={name!r}: allowed [a-z0-9][a-z0-9-]{{0,11}}")
-            gms.append(name)
-        if not gms:
-            raise InvalidArgument(f"{where}: at least one [[gm]] is required")
-        model = table("model", d["model"], ModelHosts) if "model" in d else None
-        if model is not None:
-            attrs = model.attributes
-            if not isinstance(attrs, (list, tuple)) or not all(
-                    isinstance(a, dict) and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in a.values())
-                    for a in attrs):
-                raise InvalidArgument(f"{where}: model.attributes={attrs!r} must be a list of tables of strings or integers")
-            model = dataclasses.replace(model, attributes=tuple(attrs))
-            check_range("model.hosts", model.hosts, 1, 100_000)
-            check_range("model.cpu_cores", model.cpu_cores, 0.01, 1024, "cores")
-            check_range("model.mem_mib", model.mem_mib, 64, 1 << 24, "MiB")
-        lms = []
-        model_names = model.names() if model else []
-        for i, lm in enumerate(d.get("lm", [])):
-            check_keys(lm, {"name", "instances", "hosts"}, f"{where}: lm[{i}]")
-            name = typed(f"lm[{i}].name", lm.get("name", ""), str, "a string")
-            inst = tuple(lm.get("instances", [name]))
-            if not 1 <= len(inst) <= 2:
-                raise InvalidArgument(f"{where}: lm[{i}].instances has {len(inst)} entries: allowed 1 (no standby) or 2")
-            hs = tuple(lm.get("hosts", []))
-            lms.append(LmConfig(name, inst, hs))
-        if not lms:
-            raise InvalidArgument(f"{where}: at least one [[lm]] is required")
-        if model is not None and all(not lm.hosts for lm in lms):   # split the model hosts in blocks
-            n = len(lms)
-            lms = [LmConfig(lm.name, lm.instances, tuple(model_names[j * len(model_names) // n:
-                                                                    (j + 1) * len(model_names) // n]))
-                   for j, lm in enumerate(lms)]
-        for lm in lms:
-            if not lm.hosts:
-                raise InvalidArgument(f"{where}: lm {lm.name} has no hosts")
-            for h in lm.hosts:
-                if h not in hosts and h not in model_names:
-                    raise InvalidArgument(f"{where}: lm {lm.name}: host {h!r} is not in [hosts]"
-                                          + (" or the model hosts" if model else ""))
-            for inst in lm.instances:
-                if inst not in agents:
-                    raise InvalidArgument(f"{where}: LM instance {inst!r} has no address in [agents]")
-        for g in gms:
-            if g not in agents:
-                raise InvalidArgument(f"{where}: GM {g!r} has no address in [agents]")
-        queues = []
-        for i, q in enumerate(d.get("queue", [])):
-            check_keys(q, {"user", "share", "gm"}, f"{where}: queue[{i}]")
-            share = float(typed(f"queue[{i}].share", q.get("share", 0.0), (int, float), "a number"))
-            check_range(f"queue[{i}].share", share, 0.0, 1.0)
-            gm = q.get("gm", gms[i % len(gms)])
-            if gm not in gms:
-                raise InvalidArgument(f"{where}: queue[{i}].gm={gm!r}: allowed {', '.join(gms)}")
-            queues.append(QueueConfig(typed(f"queue[{i}].user", q.get("user", ""), str, "a string"), share, gm))
-        if not queues:
-            raise InvalidArgument(f"{where}: at least one [[queue]] is required (users and their shares)")
-        total = sum(q.share for q in queues)
-        if abs(total - 1.0) > 1e-6:
-            raise InvalidArgument(f"{where}: queue shares sum to {total:g}: they must sum to 1")
-        cfg = cls(cell=typed("cell", d.get("cell", "cell"), str, "a string"),
-                  mqtt_host=typed("mqtt_host", d.get("mqtt_host", ""), str, "a string"),
-                  mqtt_port=typed("mqtt_port", d.get("mqtt_port", 1883), int, "an integer"),
-                  state_dir=typed("state_dir", d.get("state_dir", cls.state_dir), str, "a string"),
-                  queue_fsync=typed("queue_fsync", d.get("queue_fsync", True), bool, "true or false"),
+        r = _Reader(where)
+        agents = {k: r.typed(f"agents.{k}", v, str, "a \"host:port\" string") for k, v in d.get("agents", {}).items()}
+        hosts = {k: r.typed(f"hosts.{k}", v, str, "a \"host:port\" string") for k, v in d.get("hosts", {}).items()}
+        gms = _gms(r, d)
+        model = _model(r, d["model"]) if "model" in d else None
+        lms = _lms(r, d, model)
+        _check_addresses(r, lms, gms, agents, hosts, model)
+        queues = _queues(r, d, gms)
+        cfg = cls(cell=r.typed("cell", d.get("cell", "cell"), str, "a string"),
+                  mqtt_host=r.typed("mqtt_host", d.get("mqtt_host", ""), str, "a string"),
+                  mqtt_port=r.typed("mqtt_port", d.get("mqtt_port", 1883), int, "an integer"),
+                  state_dir=r.typed("state_dir", d.get("state_dir", cls.state_dir), str, "a string"),
+                  queue_fsync=r.typed("queue_fsync", d.get("queue_fsync", True), bool, "true or false"),
                   known_attributes=tuple(d.get("known_attributes", ())), agents=agents, hosts=hosts,
                   gms=tuple(gms), lms=tuple(lms), queues=tuple(queues),
-                  gm_params=table("gm_params", d.get("gm_params", {}), GmParams).validate(),
-                  lm_params=table("lm_params", d.get("lm_params", {}), LmParams).validate(), model=model)
+                  gm_params=r.table("gm_params", d.get("gm_params", {}), GmParams).validate(),
+                  lm_params=r.table("lm_params", d.get("lm_params", {}), LmParams).validate(), model=model)
         check_range("mqtt_port", cfg.mqtt_port, 1, 65535)
         return cfg
+
+
+class _Reader:
+    """Typed reads from one config file, errors prefixed with where it came from."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def typed(self, key, v, t, tname):
+        if not isinstance(v, t) or (t in (int, float, (int, float)) and isinstance(v, bool)):
+            raise InvalidArgument(f"{self.where}: {key}={v!r} must be {tname}")
+        return v
+
+    def table(self, key, v, ctor):
+        self.typed(key, v, dict, "a table")
+        check_keys(v, field_names(ctor), f"{self.where}: [{key}]")
+        try:
+            return ctor(**v)
+        except TypeError as e:
+            raise InvalidArgument(f"{self.where}: [{key}]: {e}") from None
+
+
+def _gms(r: _Reader, d: dict) -> list[str]:
+    gms = []
+    for i, g in enumerate(d.get("gm", [])):
+        name = r.typed(f"gm[{i}].name", g.get("name", ""), str, "a string")
+        check_keys(g, {"name"}, f"{r.where}: gm[{i}]")
+        if not NAME_RE.fullmatch(name) or len(name) > 12:
+            raise InvalidArgument(f"{r.where}: gm[{i}].name={name!r}: allowed [a-z0-9][a-z0-9-]{{0,11}}")
+        gms.append(name)
+    if not gms:
+        raise InvalidArgument(f"{r.where}: at least one [[gm]] is required")
+    return gms
+
+
+def _model(r: _Reader, v) -> "ModelHosts":
+    model = r.table("model", v, ModelHosts)
+    attrs = model.attributes
+    if not isinstance(attrs, (list, tuple)) or not all(
+            isinstance(a, dict) and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in a.values())
+            for a in attrs):
+        raise InvalidArgument(f"{r.where}: model.attributes={attrs!r} must be a list of tables of strings or integers")
+    model = dataclasses.replace(model, attributes=tuple(attrs))
+    check_range("model.hosts", model.hosts, 1, 100_000)
+    check_range("model.cpu_cores", model.cpu_cores, 0.01, 1024, "cores")
+    check_range("model.mem_mib", model.mem_mib, 64, 1 << 24, "MiB")
+    return model
+
+
+def _lms(r: _Reader, d: dict, model) -> list["LmConfig"]:
+    lms = []
+    for i, lm in enumerate(d.get("lm", [])):
+        check_keys(lm, {"name", "instances", "hosts"}, f"{r.where}: lm[{i}]")
+        name = r.typed(f"lm[{i}].name", lm.get("name", ""), str, "a string")
+        inst = tuple(lm.get("instances", [name]))
+        if not 1 <= len(inst) <= 2:
+            raise InvalidArgument(f"{r.where}: lm[{i}].instances has {len(inst)} entries: allowed 1 (no standby) or 2")
+        lms.append(LmConfig(name, inst, tuple(lm.get("hosts", []))))
+    if not lms:
+        raise InvalidArgument(f"{r.where}: at least one [[lm]] is required")
+    names = model.names() if model else []
+    if model is not None and all(not lm.hosts for lm in lms):   # split the model hosts in blocks
+        n = len(lms)
+        lms = [LmConfig(lm.name, lm.instances, tuple(names[j * len(names) // n:(j + 1) * len(names) // n]))
+               for j, lm in enumerate(lms)]
+    return lms
+
+
+def _check_addresses(r: _Reader, lms, gms, agents, hosts, model) -> None:
+    names = model.names() if model else []
+    for lm in lms:
+        if not lm.hosts:
+            raise InvalidArgument(f"{r.where}: lm {lm.name} has no hosts")
+        for h in lm.hosts:
+            if h not in hosts and h not in names:
+                raise InvalidArgument(f"{r.where}: lm {lm.name}: host {h!r} is not in [hosts]"
+                                      + (" or the model hosts" if model else ""))
+        for inst in lm.instances:
+            if inst not in agents:
+                raise InvalidArgument(f"{r.where}: LM instance {inst!r} has no address in [agents]")
+    for g in gms:
+        if g not in agents:
+            raise InvalidArgument(f"{r.where}: GM {g!r} has no address in [agents]")
+
+
+def _queues(r: _Reader, d: dict, gms: list[str]) -> list[QueueConfig]:
+    queues = []
+    for i, q in enumerate(d.get("queue", [])):
+        check_keys(q, {"user", "share", "gm"}, f"{r.where}: queue[{i}]")
+        share = float(r.typed(f"queue[{i}].share", q.get("share", 0.0), (int, float), "a number"))
+        check_range(f"queue[{i}].share", share, 0.0, 1.0)
+        gm = q.get("gm", gms[i % len(gms)])
+        if gm not in gms:
+            raise InvalidArgument(f"{r.where}: queue[{i}].gm={gm!r}: allowed {', '.join(gms)}")
+        queues.append(QueueConfig(r.typed(f"queue[{i}].user", q.get("user", ""), str, "a string"), share, gm))
+    if not queues:
+        raise InvalidArgument(f"{r.where}: at least one [[queue]] is required (users and their shares)")
+    total = sum(q.share for q in queues)
+    if abs(total - 1.0) > 1e-6:
+        raise InvalidArgument(f"{r.where}: queue shares sum to {total:g}: they must sum to 1")
+    return queues
