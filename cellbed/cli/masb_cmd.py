@@ -2,17 +2,14 @@
 recent negotiations on each host)."""
 from __future__ import annotations
 
-from cellbed.cli import common
-
 import asyncio
 import time
 
+from cellbed.cli import common
 from cellbed.domain import errors
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import masb_pb2 as masbpb
-
-
 
 
 def _transport() -> GrpcTransport:

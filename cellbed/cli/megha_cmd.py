@@ -5,26 +5,23 @@ or ./controller.toml), or named directly with --gm / --lm HOST:PORT.
 """
 from __future__ import annotations
 
-from cellbed.cli import common
-
-import argparse
 import math
 import os
 import re
 
+from cellbed.cli import common
+from cellbed.controller.megha.config import ControllerConfig
 from cellbed.domain import errors, wire
+from cellbed.domain.constraints import Constraint, ConstraintOp
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
-from cellbed.domain.constraints import Constraint, ConstraintOp
-from cellbed.controller.megha.config import ControllerConfig
 
 STATE = {v: k.replace("TASK_STATE_", "") for k, v in meghapb.TaskState.items()}
 ROLE = {v: k.replace("LM_ROLE_", "").lower() for k, v in meghapb.LmRole.items()}
 _CONSTRAINT = re.compile(r"^([A-Za-z0-9_.:-]+)\s*(!=|=|<|>)\s*(.*)$")
 _OPS = {"=": ConstraintOp.EQUAL, "!=": ConstraintOp.NOT_EQUAL, "<": ConstraintOp.LESS_THAN,
         ">": ConstraintOp.GREATER_THAN}
-
 
 
 def parse_constraint(text: str) -> Constraint:
@@ -213,12 +210,3 @@ async def cmd_queues(args) -> None:
                            "preempt_attempts", "preemptions", "repartitions"])
             + (f"\ncell capacity {cap.cpu_cores:.2f} cores, {cap.mem_mib:.0f} MiB" if cap is not None else ""))
     common.emit(args, [common.msg_dict(q) for q in merged.values()], text)
-
-
-def _common(p, gm: bool = True, lm: bool = False) -> None:
-    p.add_argument("--controller", default="", help="controller TOML (default $CELLBED_CONTROLLER or ./controller.toml)")
-    if gm:
-        p.add_argument("--gm", default="", help="a GM's HOST:PORT (instead of the controller config)")
-    if lm:
-        p.add_argument("--lm", default="", help="an LM's HOST:PORT (instead of the controller config)")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")

@@ -11,15 +11,13 @@ import json
 import sys
 import time
 from pathlib import Path
+
 from cellbed.experiment.scenario import load_scenario
 from cellbed.experiment.runner import run_scenario
 from cellbed.experiment.profiling import parse_window
 
 
-
-
 def cmd_run(args: argparse.Namespace) -> None:
-
     sc = load_scenario(args.scenario, args.overrides)
     window = None
     if args.profile:

@@ -16,8 +16,8 @@ import grpc
 from google.protobuf import descriptor_pool, message_factory
 
 from cellbed.domain import errors
-from cellbed.runtime.transport import Subscriber, error_for
-from cellbed.runtime.transport import topic_matches
+from cellbed.runtime.status import error_for
+from cellbed.runtime.transport import Subscriber, topic_matches
 
 log = logging.getLogger(__name__)
 

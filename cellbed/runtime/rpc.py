@@ -2,9 +2,12 @@
 reflection, error mapping, and deadlines."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 import logging
+import os
+import signal
 from typing import Awaitable, Callable, Iterable
 
 import grpc
@@ -12,7 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from cellbed.domain import errors
-from cellbed.runtime.transport import error_for
+from cellbed.runtime.status import error_for, status_for
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +56,6 @@ async def set_not_serving(hs: health.aio.HealthServicer, names: Iterable[str]) -
         await hs.set(n, health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
-def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
-    """The one place where exceptions become gRPC status codes."""
-    if isinstance(exc, errors.CellbedError):
-        return exc.code, str(exc)
-    if isinstance(exc, grpc.aio.AioRpcError):
-        return exc.code(), exc.details() or ""
-    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
-
-
 def from_rpc_error(exc: grpc.aio.AioRpcError, what: str) -> errors.CellbedError:
     """Map a client-side RPC error back onto the project's hierarchy."""
     return error_for(exc.code(), f"{what}: {exc.details()}")
@@ -69,7 +63,6 @@ def from_rpc_error(exc: grpc.aio.AioRpcError, what: str) -> errors.CellbedError:
 
 async def wait_for_signal() -> None:
     """Block until SIGTERM or SIGINT: the daemons' main loop."""
-    import signal
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -79,8 +72,6 @@ async def wait_for_signal() -> None:
 
 def daemon_main(prog: str, doc: str, serve: Callable, load: Callable, argv: list[str] | None = None) -> None:
     """The command line every Cellbed daemon shares: --config TOML, --log-level."""
-    import argparse
-    import os
     ap = argparse.ArgumentParser(prog=prog, description=doc)
     ap.add_argument("--config", required=True, help="TOML config")
     ap.add_argument("--log-level", default=os.environ.get("CELLBED_LOG", "INFO"))

@@ -24,25 +24,10 @@ from typing import Any, Awaitable, Callable, Protocol
 import grpc
 
 from cellbed.domain import errors
+from cellbed.runtime.status import error_for
 
 Handler = Callable[[Any], Awaitable[Any]]
 Subscriber = Callable[[str, Any], None]
-
-_CODE_TO_ERROR = {
-    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
-    grpc.StatusCode.NOT_FOUND: errors.NotFound,
-    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
-    grpc.StatusCode.FAILED_PRECONDITION: errors.FailedPrecondition,
-    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
-    grpc.StatusCode.DEADLINE_EXCEEDED: errors.DeadlineExceeded,
-    grpc.StatusCode.ABORTED: errors.MigrationFailed,
-}
-
-
-def error_for(code: grpc.StatusCode, message: str) -> errors.CellbedError:
-    """The project error for a gRPC status code (the inverse of ``rpc.status_for``)."""
-    return _CODE_TO_ERROR.get(code, errors.CellbedError)(message)
-
 
 class Transport(Protocol):
     async def request(self, target: str, method: str, msg: Any, timeout: float = 10.0) -> Any:

@@ -5,7 +5,8 @@ import logging
 import math
 import numpy as np
 from cellbed.workload.events import MAX_PRIORITY, Band, band_of
-from cellbed.workload.genmath import apportion, beta_cdf, grid_weights, solve_monotone
+from cellbed.workload.calibration import CpuUseModel, RequestModel
+from cellbed.workload.genmath import apportion, grid_weights
 from cellbed.workload.generator_config import US_PER_S, Calibration, NodeSpec
 
 log = logging.getLogger(__name__)
@@ -96,19 +97,11 @@ class CalibrateMixin:
         self._period_us = int(round(cfg.usage_period_s * US_PER_S))
 
     # ------------------------------------------------------------ calibration
-    def _calibrate(self) -> Calibration:
+    def _band_shares(self) -> tuple[float, float, float, float]:
+        """(mean duration, running share of production, long tasks' production and non-production shares)."""
         cfg = self.config
-        grid = self._grid
-        z = cfg.near_zero_cpu
-        cell_cpu = float(sum(n.cpu for n in self._full_nodes))
-        cell_mem = float(sum(n.mem for n in self._full_nodes))
-        n_full = len(self._full_nodes)
-        running = cfg.target_tasks_per_node * n_full  # expected running tasks (multiplier 1)
-
         mean_d = float((self._seg_mass * self._seg_mean).sum())
-        lam = running / mean_d
         s_p = float((self._seg_mass * self._seg_mean * self._seg_pp).sum() / mean_d)
-        s_n = 1.0 - s_p
         # long tasks (≥ long_task_s), counted per task (as [003] did), by band
         lo, hi, L = self._seg_lo, self._seg_hi, cfg.long_task_s
         frac_above = np.where(hi <= L, 0.0, np.log(hi / np.maximum(lo, L)) / np.log(hi / lo))
@@ -116,125 +109,51 @@ class CalibrateMixin:
         long_n = float((self._seg_mass * frac_above * (1 - self._seg_pp)).sum())
         if long_p + long_n <= 0:
             raise ValueError("GeneratorConfig.duration_anchors_s must allow tasks longer than long_task_s")
-        lp, ln_ = long_p / (long_p + long_n), long_n / (long_p + long_n)
+        return mean_d, s_p, long_p / (long_p + long_n), long_n / (long_p + long_n)
 
-        spread = cfg.request_log_spread
-
-        beta = cfg.request_job_size_exponent
-        shifts = -beta * np.log(self._size_vals)
-        ptask = self._size_ptask
-
-        def _W(loc: float) -> np.ndarray:
-            """Grid weights of a running task's request: jobs of size n shift loc by -β·ln n,
-            mixed over the size-biased size distribution (a task's job size)."""
-            return sum(p * grid_weights(grid, loc + sh, spread) for p, sh in zip(ptask, shifts))
-
-        def mean_req(loc: float) -> float:
-            return float((_W(loc) * grid).sum())
-
-        lo_loc = math.log(grid[0]) - 6.0 * spread
-        hi_loc = math.log(grid[-1]) + 6.0 * spread
-        loc_pc = solve_monotone(mean_req, cfg.target_prod_requested_cpu * cell_cpu / (running * s_p),
-                                lo_loc, hi_loc, "mean production CPU request (target_prod_requested_cpu)")
-        loc_pm = solve_monotone(mean_req, cfg.target_prod_requested_mem * cell_mem / (running * s_p),
-                                lo_loc, hi_loc, "mean production memory request (target_prod_requested_mem)")
-        mem_np = (cfg.target_used_mem * cell_mem / (running * cfg.mem_use_ratio_mean)
-                  - s_p * mean_req(loc_pm)) / s_n
-        loc_nm = solve_monotone(mean_req, mem_np, lo_loc, hi_loc,
-                                "mean non-production memory request (target_used_mem vs target_prod_requested_mem)")
-
-        e_u = 1.0 / 3.0  # mean of Beta(1, 2), the near-zero archetype's fraction of min(request, z)
-        w_pc = _W(loc_pc)
-        minz = np.minimum(grid, z)
-        A_p, B_p, C_p = float((w_pc * minz / grid).sum()), float((w_pc * minz).sum()), float((w_pc * grid).sum())
-        kappa = cfg.cpu_use_ratio_concentration
-        used_target = cfg.target_used_cpu * cell_cpu / running
-
-        def ratio_mo(p_nz: float, loc_nc: float) -> float:
-            w = _W(loc_nc)
-            A_n = float((w * minz / grid).sum())
-            return (cfg.cpu_use_ratio_mean - p_nz * e_u * (s_p * A_p + s_n * A_n)) / (1 - p_nz)
-
-        def used(p_nz: float, loc_nc: float) -> float:
-            w = _W(loc_nc)
-            B_n, C_n = float((w * minz).sum()), float((w * grid).sum())
-            mo = ratio_mo(p_nz, loc_nc)
-            return (s_p * (p_nz * e_u * B_p + (1 - p_nz) * mo * C_p)
-                    + s_n * (p_nz * e_u * B_n + (1 - p_nz) * mo * C_n))
-
-        def q_active_below(mo: float, loc_nc: float) -> float:
-            a_, b_ = mo * kappa, (1 - mo) * kappa
-            pb = np.array([beta_cdf(z / g, a_, b_) for g in grid])
-            return float(lp * (w_pc * pb).sum() + ln_ * (_W(loc_nc) * pb).sum())
-
-        p_nz = cfg.near_zero_frac
-        loc_nc = 0.0
-        for _ in range(100):
-            loc_nc = solve_monotone(lambda t: used(p_nz, t), used_target, lo_loc, hi_loc,
-                                    "mean non-production CPU request (target_used_cpu)")
-            mo = ratio_mo(p_nz, loc_nc)
-            if not 0.005 < mo < 0.995:
-                raise ValueError(
-                    f"calibration infeasible: active tasks' CPU use/request mean would be {mo:.3f}; "
-                    "adjust cpu_use_ratio_mean, near_zero_frac or the used/requested CPU targets"
-                )
-            q = q_active_below(mo, loc_nc)
-            if q >= cfg.near_zero_frac:
-                p_new = 0.0
-            else:
-                p_new = (cfg.near_zero_frac - q) / (1 - q)
-            if abs(p_new - p_nz) < 1e-10:
-                p_nz = p_new
-                break
-            p_nz = p_new
-        loc_nc = solve_monotone(lambda t: used(p_nz, t), used_target, lo_loc, hi_loc,
-                                "mean non-production CPU request (target_used_cpu)")
-        mo = ratio_mo(p_nz, loc_nc)
-        q = q_active_below(mo, loc_nc)
-        nz_share = p_nz + (1 - p_nz) * q
-        if abs(nz_share - cfg.near_zero_frac) > 0.01:
-            log.warning("near-zero share of long tasks reaches %.3f, not %.3f (small requests alone exceed it)",
-                        nz_share, cfg.near_zero_frac)
-
+    def _calibrate(self) -> Calibration:
+        cfg = self.config
+        cell_cpu = float(sum(n.cpu for n in self._full_nodes))
+        cell_mem = float(sum(n.mem for n in self._full_nodes))
+        n_full = len(self._full_nodes)
+        running = cfg.target_tasks_per_node * n_full  # expected running tasks (multiplier 1)
+        mean_d, s_p, lp, ln_ = self._band_shares()
+        s_n = 1.0 - s_p
+        lam = running / mean_d
+        req = RequestModel(self._grid, cfg.request_log_spread, self._size_vals, self._size_ptask,
+                           cfg.request_job_size_exponent)
+        loc_pc = req.solve(cfg.target_prod_requested_cpu * cell_cpu / (running * s_p),
+                           "mean production CPU request (target_prod_requested_cpu)")
+        loc_pm = req.solve(cfg.target_prod_requested_mem * cell_mem / (running * s_p),
+                           "mean production memory request (target_prod_requested_mem)")
+        mem_np = (cfg.target_used_mem * cell_mem / (running * cfg.mem_use_ratio_mean) - s_p * req.mean(loc_pm)) / s_n
+        loc_nm = req.solve(mem_np, "mean non-production memory request (target_used_mem vs target_prod_requested_mem)")
+        cpu = CpuUseModel(cfg, req, loc_pc, s_p, lp, ln_)
+        p_nz, loc_nc, mo, nz_share = cpu.solve(cfg.target_used_cpu * cell_cpu / running)
         self._w_cdf = {
-            (is_prod, int(n)): (np.cumsum(grid_weights(grid, lc + sh, spread)),
-                                np.cumsum(grid_weights(grid, lm + sh, spread)))
+            (is_prod, int(n)): (np.cumsum(grid_weights(req.grid, lc + sh, req.spread)),
+                                np.cumsum(grid_weights(req.grid, lm + sh, req.spread)))
             for is_prod, lc, lm in ((True, loc_pc, loc_pm), (False, loc_nc, loc_nm))
-            for n, sh in zip(self._size_vals, shifts)
+            for n, sh in zip(self._size_vals, req.shifts)
         }
         self._p_nz = p_nz
         self._m_o = mo
-        w_nc = _W(loc_nc)
-        A_n = float((w_nc * minz / grid).sum())
-        share_20 = 1.0 - self._anchor_cdf(1200.0)
         cal = Calibration(
-            cell_cpu=cell_cpu,
-            cell_mem=cell_mem,
-            mean_duration_s=mean_d,
-            task_arrival_rate_per_s=lam,
-            job_arrival_rate_per_s=lam / self._mean_tasks_per_job,
-            mean_tasks_per_job=self._mean_tasks_per_job,
-            arrivals_per_node_min=lam * 60.0 / n_full,
-            production_arrival_share=self._p_prod,
-            production_running_share=s_p,
-            share_over_20min=share_20,
-            request_loc_prod_cpu=loc_pc,
-            request_loc_prod_mem=loc_pm,
-            request_loc_nonprod_cpu=loc_nc,
-            request_loc_nonprod_mem=loc_nm,
-            mean_cpu_request_prod=mean_req(loc_pc),
-            mean_mem_request_prod=mean_req(loc_pm),
-            mean_cpu_request_nonprod=mean_req(loc_nc),
-            mean_mem_request_nonprod=mean_req(loc_nm),
-            active_cpu_ratio_mean=mo,
-            near_zero_prob=p_nz,
+            cell_cpu=cell_cpu, cell_mem=cell_mem, mean_duration_s=mean_d, task_arrival_rate_per_s=lam,
+            job_arrival_rate_per_s=lam / self._mean_tasks_per_job, mean_tasks_per_job=self._mean_tasks_per_job,
+            arrivals_per_node_min=lam * 60.0 / n_full, production_arrival_share=self._p_prod,
+            production_running_share=s_p, share_over_20min=1.0 - self._anchor_cdf(1200.0),
+            request_loc_prod_cpu=loc_pc, request_loc_prod_mem=loc_pm, request_loc_nonprod_cpu=loc_nc,
+            request_loc_nonprod_mem=loc_nm, mean_cpu_request_prod=req.mean(loc_pc),
+            mean_mem_request_prod=req.mean(loc_pm), mean_cpu_request_nonprod=req.mean(loc_nc),
+            mean_mem_request_nonprod=req.mean(loc_nm), active_cpu_ratio_mean=mo, near_zero_prob=p_nz,
             expected_tasks_per_node=cfg.target_tasks_per_node,
-            expected_used_cpu=used(p_nz, loc_nc) * running / cell_cpu,
+            expected_used_cpu=cpu.used(p_nz, loc_nc) * running / cell_cpu,
             expected_used_mem=cfg.mem_use_ratio_mean * running
-            * (s_p * mean_req(loc_pm) + s_n * mean_req(loc_nm)) / cell_mem,
-            expected_prod_requested_cpu=running * s_p * mean_req(loc_pc) / cell_cpu,
-            expected_prod_requested_mem=running * s_p * mean_req(loc_pm) / cell_mem,
-            expected_cpu_use_ratio=p_nz * e_u * (s_p * A_p + s_n * A_n) + (1 - p_nz) * mo,
+            * (s_p * req.mean(loc_pm) + s_n * req.mean(loc_nm)) / cell_mem,
+            expected_prod_requested_cpu=running * s_p * req.mean(loc_pc) / cell_cpu,
+            expected_prod_requested_mem=running * s_p * req.mean(loc_pm) / cell_mem,
+            expected_cpu_use_ratio=cpu.expected_ratio(p_nz, loc_nc, mo),
             expected_near_zero_share_long=nz_share,
         )
         log.info(

@@ -6,7 +6,8 @@ import pytest
 from cellbed.domain import errors
 from cellbed.runtime import InProcNetwork, VirtualClock, agent_rng, run_virtual
 from cellbed.runtime.clock import VirtualTimeDeadlock
-from cellbed.runtime.transport import error_for, topic_matches
+from cellbed.runtime.status import error_for
+from cellbed.runtime.transport import topic_matches
 from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import node_pb2 as npb
 

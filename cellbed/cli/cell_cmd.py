@@ -1,0 +1,72 @@
+"""cellctl cell up, down, status and inventory: the single-box cell (cellbed/cell/)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tomllib
+
+from cellbed.cell import cell as cellmod
+from cellbed.cell.ssh import inventory, inventory_yaml
+from cellbed.cli.common import Cell, emit, table
+from cellbed.daemon.san import SanConfig
+from cellbed.domain import errors
+
+
+def cmd_cell_up(args) -> None:
+    st = cellmod.up(args.cell, args.hosts, accel=args.accel, subnet=args.subnet,
+                    host_cpus=[float(x) for x in args.host_cpus.split(",")],
+                    host_mem_mib=[int(x) for x in args.host_mem_mib.split(",")], root=args.state_root,
+                    monitor_period_s=args.monitor_period_s, ssh=args.ssh or args.bare, bare=args.bare,
+                    san=_san_overrides(args.san_set) if args.san else None)
+    rows = [{"host": h, **{k: v for k, v in d.items() if k != "netns"}} for h, d in st["hosts"].items()]
+    emit(args, st, f"cell {st['name']} up in {st['up_seconds']} s; accel {st['accel']} ({st['accel_reason']}); "
+                   f"mqtt {st['mqtt']}\n" + table(rows, ["host", "address", "grpc_port", "cpu_cores", "mem_mib"])
+                   + (f"\nssh: ssh -F {st['ssh']['config']} {next(iter(st['hosts']))}" if st.get("ssh") else ""))
+
+
+def _san_overrides(items: list[str]) -> dict:
+    out = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep:
+            raise errors.InvalidArgument(f"--san-set {it!r}: expected key=value")
+        out[k] = tomllib.loads(f"v = {v}")["v"]
+    SanConfig.from_mapping(out)   # names the key and the range of anything wrong, before the cell is built
+    return out
+
+
+def cmd_cell_inventory(args) -> None:
+    st = cellmod.load_state(args.cell, args.state_root)
+    if st is None:
+        raise errors.NotFound(f"no cell {args.cell!r} under {args.state_root}: run `cellctl cell up --ssh` first")
+    try:
+        inv = inventory(st, mqtt_host=args.mqtt_host)
+    except ValueError as e:
+        raise errors.FailedPrecondition(str(e)) from None
+    text = json.dumps(inv, indent=1) if args.json else inventory_yaml(inv)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        print(text, end="")
+
+
+def cmd_cell_down(args) -> None:
+    removed = cellmod.down(args.cell, args.state_root)
+    emit(args, {"removed": removed}, "\n".join(removed) if removed else f"no cell {args.cell!r}: nothing to do")
+
+
+async def cmd_cell_status(args) -> None:
+    c = Cell(args)
+    rows = []
+    for h, d in c.hosts.items():
+        target = f"{d['address']}:{d['grpc_port']}"
+        ok = await asyncio.to_thread(cellmod.health_ok, target)
+        rows.append({"host": h, "address": target, "health": "SERVING" if ok else "NOT SERVING",
+                     "cpu_cores": d["cpu_cores"], "mem_mib": d["mem_mib"]})
+    emit(args, {"cell": c.name, "accel": c.state["accel"], "hosts": rows},
+         f"cell {c.name}: accel {c.state['accel']}, mqtt {c.state['mqtt']}\n"
+         + table(rows, ["host", "address", "health", "cpu_cores", "mem_mib"]))
+
