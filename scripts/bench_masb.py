@@ -16,8 +16,22 @@ import random
 import resource
 import statistics
 import sys
+import tempfile
 import time
 
+from cellbed import assembly
+from cellbed.cell import cell as cellmod
+from cellbed.domain import wire
+from cellbed.domain.constraints import Constraint, ConstraintOp
+from cellbed.model.cell import ModelCell, ModelCellParams
+from cellbed.policy.masb.broker_select import BrokerParams
+from cellbed.policy.masb.scs import Candidate, brute_force, greedy_by_size, tabu_select
+from cellbed.runtime import run_virtual
+from cellbed.runtime.client import NodeClient
+from cellbed.runtime.clock import RealClock
+from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
+from cellbed.workload.generator import GeneratorConfig, WorkloadGenerator
 
 
 def pct(xs, q):
@@ -26,12 +40,6 @@ def pct(xs, q):
 
 
 def bench_candidates(args) -> str:
-    from cellbed.domain import wire
-    from cellbed import assembly
-    from cellbed.policy.masb.broker_select import BrokerParams
-    from cellbed.runtime.clock import RealClock
-    from cellbed.v1 import masb_pb2 as masbpb
-    from cellbed.workload.generator import GeneratorConfig, WorkloadGenerator
     gen = WorkloadGenerator(GeneratorConfig(nodes=args.nodes, duration_s=3600, seed=1))
     clock = RealClock()
     env = assembly.real_env(clock, lambda name: None, seed=1)
@@ -50,7 +58,6 @@ def bench_candidates(args) -> str:
     for i in range(args.n):
         cons = []
         if r.random() < 0.5:
-            from cellbed.domain.constraints import Constraint, ConstraintOp
             cons = [Constraint(names[r.randrange(8)], ConstraintOp.EQUAL, 1)]
         task = masbpb.TaskInfo(name=f"t{i}", used=wire.resources(r.uniform(0.1, 2), r.uniform(100, 4000)),
                             requested=wire.resources(1, 1000), constraints=wire.constraints_pb(cons))
@@ -65,7 +72,6 @@ def bench_candidates(args) -> str:
 
 
 def bench_scs(args) -> str:
-    from cellbed.policy.masb.scs import Candidate, brute_force, greedy_by_size, tabu_select
     r = random.Random(7)
     lat, evals = [], []
     for k in range(args.n):
@@ -96,8 +102,6 @@ def bench_scs(args) -> str:
 
 
 def bench_model(args) -> str:
-    from cellbed.model.cell import ModelCell, ModelCellParams
-    from cellbed.runtime import run_virtual
     p = ModelCellParams(nodes=args.nodes, duration_s=args.hours * 3600, seed=3, overload_share=0.1,
                         overload_factor=2.0, overload_at_s=min(1800, args.hours * 1800))
     w = time.perf_counter()
@@ -114,71 +118,73 @@ def bench_model(args) -> str:
 
 
 async def _realcell(args) -> str:
-    import tempfile
-    from cellbed.cell import cell as cellmod
-    from cellbed.runtime.client import NodeClient
-    from cellbed.runtime.clock import RealClock
-    from cellbed.runtime.grpc_transport import GrpcTransport
-    from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
     root = tempfile.mkdtemp(prefix="cellbed-bench-")
     st = cellmod.up("bm", 3, subnet="10.231.21.0/24", host_cpus=[0.6], host_mem_mib=[1024], root=root,
                     monitor_period_s=1.0, san={"report_period_s": 1.0, "window_s": 5.0, "boot_grace_s": 10.0,
                          "unmovable_s": 15.0})
     tgt = {h: f"{d['address']}:{d['grpc_port']}" for h, d in st["hosts"].items()}
-    lat = []
     try:
-        async def call(h, m, req, timeout=60):
-            async with NodeClient(tgt[h], h) as c:
-                return await c.call(m, req, timeout=timeout)
-        for name in ("b1", "b2"):
-            await call("h1", "StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=name, mem_mib=128, vcpus=1,
-                       workload=npb.Workload(cpu_load=0.02, wss_mib=16))), timeout=180)
-        tr = GrpcTransport(lambda n: n, RealClock())
-        seen = set()
-
-        async def home():
-            """Both guests idle and back on h1 (SAN may have moved either)."""
-            for h in tgt:
-                for v in (await call(h, "ListVms", npb.ListVmsRequest())).vms:
-                    await call(h, "SetWorkload", npb.SetWorkloadRequest(name=v.spec.name,
-                                                                        workload=npb.Workload(cpu_load=0.02)))
-                    if h != "h1":
-                        await call(h, "MigrateVm", npb.MigrateVmRequest(name=v.spec.name, dest_host="h1"), timeout=300)
-        for cycle in range(args.cycles):
-            await home()
-            for n in (await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(),
-                                       timeout=10)).negotiations:
-                seen.add(n.san_id)
-            await asyncio.sleep(3)   # let the idle load show in a sample before the next raise
-            for name in ("b1", "b2"):
-                await call("h1", "SetWorkload", npb.SetWorkloadRequest(name=name, workload=npb.Workload(cpu_load=0.35)))
-            deadline = time.monotonic() + 180
-            done = None
-            while time.monotonic() < deadline and done is None:
-                negs = (await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(),
-                                         timeout=10)).negotiations
-                for n in negs:
-                    if n.state == "migrated" and n.san_id not in seen:
-                        done = n
-                await asyncio.sleep(0.5)
-            if done is None:
-                r = await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(limit=3), timeout=10)
-                print(f"cycle {cycle}: no migration within 180 s; h1 counters {dict(r.counters)}; last: "
-                      + "; ".join(f"{n.vm} {n.state} {[(s.kind, s.detail[:80]) for s in n.steps[-3:]]}"
-                                  for n in r.negotiations), file=sys.stderr)
-                break
-            seen.add(done.san_id)
-            proc = next(s.unix_s for s in done.steps if s.kind == "process")
-            lat.append((proc - done.started_unix_s) * 1000)
-            print(f"cycle {cycle}: {done.vm} -> {done.target}: detected -> migration started "
-                  f"{lat[-1]:.0f} ms", file=sys.stderr)
-        await tr.close()
+        lat = await _realcell_cycles(args, tgt)
     finally:
         cellmod.down("bm", root)
     if not lat:
         return "real cell: no cycle completed"
     return (f"real cell (3 namespace hosts, TCG, monitor period 1 s): overload detected -> migration started over "
             f"{len(lat)} cycles: p50 {pct(lat, 50):.0f} ms, p99 {pct(lat, 99):.0f} ms, min {min(lat):.0f} ms")
+
+
+async def _realcell_cycles(args, tgt: dict[str, str]) -> list[float]:
+    """Two guests on h1; each cycle raises their load until SAN migrates one. Returns the
+    latencies overload detected -> migration started, ms."""
+    lat = []
+
+    async def call(h, m, req, timeout=60):
+        async with NodeClient(tgt[h], h) as c:
+            return await c.call(m, req, timeout=timeout)
+    for name in ("b1", "b2"):
+        await call("h1", "StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=name, mem_mib=128, vcpus=1,
+                   workload=npb.Workload(cpu_load=0.02, wss_mib=16))), timeout=180)
+    tr = GrpcTransport(lambda n: n, RealClock())
+    seen = set()
+
+    async def home():
+        """Both guests idle and back on h1 (SAN may have moved either)."""
+        for h in tgt:
+            for v in (await call(h, "ListVms", npb.ListVmsRequest())).vms:
+                await call(h, "SetWorkload", npb.SetWorkloadRequest(name=v.spec.name,
+                                                                    workload=npb.Workload(cpu_load=0.02)))
+                if h != "h1":
+                    await call(h, "MigrateVm", npb.MigrateVmRequest(name=v.spec.name, dest_host="h1"), timeout=300)
+    for cycle in range(args.cycles):
+        await home()
+        for n in (await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(),
+                                   timeout=10)).negotiations:
+            seen.add(n.san_id)
+        await asyncio.sleep(3)   # let the idle load show in a sample before the next raise
+        for name in ("b1", "b2"):
+            await call("h1", "SetWorkload", npb.SetWorkloadRequest(name=name, workload=npb.Workload(cpu_load=0.35)))
+        deadline = time.monotonic() + 180
+        done = None
+        while time.monotonic() < deadline and done is None:
+            negs = (await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(),
+                                     timeout=10)).negotiations
+            for n in negs:
+                if n.state == "migrated" and n.san_id not in seen:
+                    done = n
+            await asyncio.sleep(0.5)
+        if done is None:
+            r = await tr.request(tgt["h1"], "San/ListNegotiations", masbpb.ListNegotiationsRequest(limit=3), timeout=10)
+            print(f"cycle {cycle}: no migration within 180 s; h1 counters {dict(r.counters)}; last: "
+                  + "; ".join(f"{n.vm} {n.state} {[(s.kind, s.detail[:80]) for s in n.steps[-3:]]}"
+                              for n in r.negotiations), file=sys.stderr)
+            break
+        seen.add(done.san_id)
+        proc = next(s.unix_s for s in done.steps if s.kind == "process")
+        lat.append((proc - done.started_unix_s) * 1000)
+        print(f"cycle {cycle}: {done.vm} -> {done.target}: detected -> migration started "
+              f"{lat[-1]:.0f} ms", file=sys.stderr)
+    await tr.close()
+    return lat
 
 
 def main() -> None:

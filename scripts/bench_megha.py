@@ -35,16 +35,21 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))      # megha_bench_lib, beside this script
+# megha_bench_lib puts the repository on the path before it imports cellbed: import it first.
 from megha_bench_lib import ROOT, SUMMARY_KEYS, counters_line, pct, pyplot, run_model_point, write  # noqa: E402
 from megha_sweeps import bench_sweep_gmlm, bench_sweep_size, sweep_gmlm, sweep_size  # noqa: E402,F401 (sweep_*: the tests call them here)
 
-sys.path.insert(0, ROOT)
+from cellbed.controller.megha.alloc import PARTS, summarize  # noqa: E402
+from cellbed.domain import wire  # noqa: E402
+from cellbed.domain.constraints import Constraint, ConstraintOp  # noqa: E402
+from cellbed.policy.megha.match import HostBits, PartitionBits, match_partition  # noqa: E402
+from cellbed.runtime.clock import RealClock  # noqa: E402
+from cellbed.runtime.grpc_transport import GrpcTransport  # noqa: E402
+from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb  # noqa: E402
 
 
 # --- match --------------------------------------------------------------------------------------------
 def bench_match(args) -> str:
-    from cellbed.policy.megha.match import HostBits, PartitionBits, match_partition
-    from cellbed.domain.constraints import Constraint, ConstraintOp
     rng = np.random.default_rng(1)
     n = 1000
     # every attribute on 97% of nodes: 0.97^21 = 53% of nodes satisfy all 21 constraints
@@ -75,14 +80,12 @@ def bench_match(args) -> str:
     return text
 
 
-# --- shared model-cell pieces: one seeded point, its row, the outputs -----------------------------------
-# `model`, `sweep-size` and `sweep-gmlm` all run points of the same kind: one front-end on one model
-# cell (megha_cell(...)) with one seeded arrival process (ArrivalConfig); they differ only in which
-# knobs they vary and how they report.
+# `model`, `sweep-size` and `sweep-gmlm` all run points of the same kind (megha_bench_lib.run_model_point):
+# one front-end on one model cell with one seeded arrival process; they differ only in which knobs they
+# vary and how they report.
 
 # --- model: 10k nodes, three front-ends -------------------------------------------------------------------
 def bench_model(args) -> str:
-    from cellbed.controller.megha.alloc import PARTS, summarize
     points = {fe: run_model_point(fe, args.nodes, args.gms, args.lms, seed=args.seed, duration_s=args.duration_s,
                                   job_rate=args.job_rate, fill=args.fill, drain_s=args.drain_s)
               for fe in args.frontends.split(",")}
@@ -90,37 +93,8 @@ def bench_model(args) -> str:
     n_tasks = next(iter(points.values())).tasks
     load = next(iter(points.values())).offered_load
     os.makedirs(args.out, exist_ok=True)
-    tag = args.tag
-    with open(os.path.join(args.out, f"megha_model{tag}_allocations.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["frontend", "task", "user", "arrival_s", "start_s", "host", *PARTS, "total_ms", "attempts", "outcome"])
-        for fe, res in results.items():
-            for r in res.records:
-                w.writerow([fe, r.task, r.user, f"{r.arrival_s:.6f}", f"{r.start_s:.6f}", r.host,
-                            *(f"{getattr(r, p):.4f}" for p in PARTS), f"{r.total_ms:.4f}", r.attempts, r.outcome])
-    with open(os.path.join(args.out, f"megha_model{tag}_summary.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        keys = SUMMARY_KEYS + [f"{p}_{x}" for p in PARTS for x in ("p50", "share")]
-        w.writerow(["frontend", *keys, "virtual_s", "wall_s", "messages"])
-        for fe, res in results.items():
-            s = summarize(res.records)
-            w.writerow([fe, *(s[k] for k in keys), f"{res.virtual_s:.1f}", f"{res.wall_s:.1f}", res.messages])
-    png = ""
-    plt = pyplot()
-    if plt is not None:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for fe, res in results.items():
-            v = np.sort([r.total_ms for r in res.records if r.outcome == "placed"])
-            ax.plot(np.maximum(v, 1e-3), np.arange(1, v.size + 1) / v.size, label=fe)
-        ax.set_xscale("log")
-        ax.set_xlabel("allocation time, ms (log)")
-        ax.set_ylabel("CDF of placed tasks")
-        ax.set_title(f"{args.nodes} nodes, {n_tasks} tasks: Megha {args.gms}x{args.lms}, central 1x1, sampling d=2")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        png = os.path.join(args.out, f"megha_model{tag}_cdf.png")
-        fig.savefig(png, dpi=110)
+    _model_csvs(args, results)
+    png = _model_plot(args, results, n_tasks)
     lines = [f"## Megha vs central vs sampling, {args.nodes:,} nodes in virtual time\n",
              f"Workload: seed {args.seed}, {n_tasks:,} tasks in {args.duration_s:g} s (Poisson jobs at "
              f"{args.job_rate:g}/s of 1-32 tasks, 2-60 s, 50% of jobs constrained); the cell starts "
@@ -148,6 +122,46 @@ def bench_model(args) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _model_csvs(args, results: dict) -> None:
+    """megha_model<tag>_allocations.csv (one row per task) and megha_model<tag>_summary.csv."""
+    tag = args.tag
+    with open(os.path.join(args.out, f"megha_model{tag}_allocations.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["frontend", "task", "user", "arrival_s", "start_s", "host", *PARTS, "total_ms", "attempts", "outcome"])
+        for fe, res in results.items():
+            for r in res.records:
+                w.writerow([fe, r.task, r.user, f"{r.arrival_s:.6f}", f"{r.start_s:.6f}", r.host,
+                            *(f"{getattr(r, p):.4f}" for p in PARTS), f"{r.total_ms:.4f}", r.attempts, r.outcome])
+    with open(os.path.join(args.out, f"megha_model{tag}_summary.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        keys = SUMMARY_KEYS + [f"{p}_{x}" for p in PARTS for x in ("p50", "share")]
+        w.writerow(["frontend", *keys, "virtual_s", "wall_s", "messages"])
+        for fe, res in results.items():
+            s = summarize(res.records)
+            w.writerow([fe, *(s[k] for k in keys), f"{res.virtual_s:.1f}", f"{res.wall_s:.1f}", res.messages])
+
+
+def _model_plot(args, results: dict, n_tasks: int) -> str:
+    """megha_model<tag>_cdf.png: the CDF of allocation times per front-end ("" without matplotlib)."""
+    plt = pyplot()
+    if plt is None:
+        return ""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for fe, res in results.items():
+        v = np.sort([r.total_ms for r in res.records if r.outcome == "placed"])
+        ax.plot(np.maximum(v, 1e-3), np.arange(1, v.size + 1) / v.size, label=fe)
+    ax.set_xscale("log")
+    ax.set_xlabel("allocation time, ms (log)")
+    ax.set_ylabel("CDF of placed tasks")
+    ax.set_title(f"{args.nodes} nodes, {n_tasks} tasks: Megha {args.gms}x{args.lms}, central 1x1, sampling d=2")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    png = os.path.join(args.out, f"megha_model{args.tag}_cdf.png")
+    fig.savefig(png, dpi=110)
+    return png
+
+
 # --- grpc: sustained placement rate -----------------------------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as s:
@@ -156,10 +170,6 @@ def _free_port() -> int:
 
 
 def bench_grpc(args) -> str:
-    from cellbed.domain import wire
-    from cellbed.runtime.clock import RealClock
-    from cellbed.runtime.grpc_transport import GrpcTransport
-    from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
     tmp = tempfile.mkdtemp(prefix="megha-bench-")
     gm, lm = _free_port(), _free_port()
     cfg = os.path.join(tmp, "controller.toml")
@@ -169,69 +179,73 @@ def bench_grpc(args) -> str:
                 f'[model]\nhosts = {args.hosts}\ncpu_cores = 64.0\nmem_mib = 1048576\n'
                 f'[gm_params]\nrecords_kept = 100000\n[lm_params]\nupdate_period_s = 10.0\n')
     procs = []
-    out = []
     try:
         for name in ("lm1", "gm1"):
             log = open(os.path.join(tmp, f"{name}.log"), "w")
             procs.append(subprocess.Popen([sys.executable, "-m", "cellbed.controller.main", "--config", cfg, "--only",
                                            name, "--log-level", "WARNING"], stdout=log, stderr=subprocess.STDOUT))
             time.sleep(0.2)
-
-        async def main():
-            t = GrpcTransport(lambda n: n, RealClock())
-            target = f"127.0.0.1:{gm}"
-            deadline = time.monotonic() + 60
-            while True:                                    # wait until the GM has the LM's state
-                try:
-                    await t.request(target, "GlobalMaster/Submit", meghapb.SubmitRequest(task=meghapb.MeghaTask(
-                        name="warm", user="u", request=wire.resources(0.001, 1),
-                        workload=npb.Workload(cpu_load=0.0))), timeout=5)
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.5)
-            sem = asyncio.Semaphore(args.concurrency)
-
-            async def one(i):
-                async with sem:
-                    await t.request(target, "GlobalMaster/Submit", meghapb.SubmitRequest(task=meghapb.MeghaTask(
-                        name=f"b{i}", user="u", request=wire.resources(0.01, 1), duration_s=args.duration_s,
-                        workload=npb.Workload(cpu_load=0.0))), timeout=30)
-            t0 = time.perf_counter()
-            subs = asyncio.gather(*(one(i) for i in range(args.tasks)))
-            placed_at = []
-            while True:
-                await asyncio.sleep(0.1)
-                v = await t.request(target, "GlobalMaster/GetView", meghapb.GetViewRequest(), timeout=10)
-                placed_at.append((time.perf_counter() - t0, v.counters.get("placed", 0) - 1))
-                if placed_at[-1][1] >= args.tasks:
-                    break
-            await subs
-            t_submit = time.perf_counter() - t0
-            await t.close()
-            return t_submit, placed_at
-        t_submit, placed_at = asyncio.run(main())
-        total_t = placed_at[-1][0]
-        # sustained: the rate between 10% and 90% of the tasks placed
-        lo = next(tt for tt, n in placed_at if n >= 0.1 * args.tasks)
-        hi = next(tt for tt, n in placed_at if n >= 0.9 * args.tasks)
-        sustained = 0.8 * args.tasks / (hi - lo) if hi > lo else float("nan")
-        out.append(f"## Sustained placement rate, 1 GM + 1 LM over gRPC (model backend)\n\n"
-                   f"Two cellbed-controller processes (GM; LM with {args.hosts} in-process model hosts) and this "
-                   f"client on the same {os.cpu_count()}-core box; {args.tasks} tasks submitted with up to "
-                   f"{args.concurrency} Submit calls in flight, each task running {args.duration_s:g} s; the GM journals "
-                   f"every accepted task ({'fsync, group commit' if args.fsync else 'no fsync'}) and waits for each "
-                   f"LM answer; the LM process also runs the model NodeAgents (their StartVm/StopVm work).\n\n"
-                   f"| tasks | all submitted s | all placed s | sustained (10%-90%) tasks/s | overall tasks/s |\n"
-                   f"|---:|---:|---:|---:|---:|\n"
-                   f"| {args.tasks} | {t_submit:.2f} | {total_t:.2f} | {sustained:.0f} | {args.tasks / total_t:.0f} |\n"
-                   f"\nAnchor: kube-scheduler's e2e cap of 100 pods/s; goal ≥ 300 tasks/s.\n")
+        t_submit, placed_at = asyncio.run(_grpc_submit_all(args, f"127.0.0.1:{gm}"))
+        return _grpc_text(args, t_submit, placed_at)
     finally:
         for p in procs:
             p.terminate()
             p.wait(timeout=20)
-    return "".join(out)
+
+
+async def _grpc_submit_all(args, target: str) -> tuple[float, list[tuple[float, int]]]:
+    """Submit args.tasks tasks to the GM at *target*; returns the time all were submitted and the
+    (time, placed) samples until all were placed."""
+    t = GrpcTransport(lambda n: n, RealClock())
+    deadline = time.monotonic() + 60
+    while True:                                    # wait until the GM has the LM's state
+        try:
+            await t.request(target, "GlobalMaster/Submit", meghapb.SubmitRequest(task=meghapb.MeghaTask(
+                name="warm", user="u", request=wire.resources(0.001, 1),
+                workload=npb.Workload(cpu_load=0.0))), timeout=5)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+    sem = asyncio.Semaphore(args.concurrency)
+
+    async def one(i):
+        async with sem:
+            await t.request(target, "GlobalMaster/Submit", meghapb.SubmitRequest(task=meghapb.MeghaTask(
+                name=f"b{i}", user="u", request=wire.resources(0.01, 1), duration_s=args.duration_s,
+                workload=npb.Workload(cpu_load=0.0))), timeout=30)
+    t0 = time.perf_counter()
+    subs = asyncio.gather(*(one(i) for i in range(args.tasks)))
+    placed_at = []
+    while True:
+        await asyncio.sleep(0.1)
+        v = await t.request(target, "GlobalMaster/GetView", meghapb.GetViewRequest(), timeout=10)
+        placed_at.append((time.perf_counter() - t0, v.counters.get("placed", 0) - 1))
+        if placed_at[-1][1] >= args.tasks:
+            break
+    await subs
+    t_submit = time.perf_counter() - t0
+    await t.close()
+    return t_submit, placed_at
+
+
+def _grpc_text(args, t_submit: float, placed_at: list[tuple[float, int]]) -> str:
+    total_t = placed_at[-1][0]
+    # sustained: the rate between 10% and 90% of the tasks placed
+    lo = next(tt for tt, n in placed_at if n >= 0.1 * args.tasks)
+    hi = next(tt for tt, n in placed_at if n >= 0.9 * args.tasks)
+    sustained = 0.8 * args.tasks / (hi - lo) if hi > lo else float("nan")
+    return (f"## Sustained placement rate, 1 GM + 1 LM over gRPC (model backend)\n\n"
+            f"Two cellbed-controller processes (GM; LM with {args.hosts} in-process model hosts) and this "
+            f"client on the same {os.cpu_count()}-core box; {args.tasks} tasks submitted with up to "
+            f"{args.concurrency} Submit calls in flight, each task running {args.duration_s:g} s; the GM journals "
+            f"every accepted task ({'fsync, group commit' if args.fsync else 'no fsync'}) and waits for each "
+            f"LM answer; the LM process also runs the model NodeAgents (their StartVm/StopVm work).\n\n"
+            f"| tasks | all submitted s | all placed s | sustained (10%-90%) tasks/s | overall tasks/s |\n"
+            f"|---:|---:|---:|---:|---:|\n"
+            f"| {args.tasks} | {t_submit:.2f} | {total_t:.2f} | {sustained:.0f} | {args.tasks / total_t:.0f} |\n"
+            f"\nAnchor: kube-scheduler's e2e cap of 100 pods/s; goal ≥ 300 tasks/s.\n")
 
 
 def main(argv=None) -> None:

@@ -5,12 +5,19 @@ import csv
 import dataclasses
 import os
 import resource
+import sys
 import time
 from collections import Counter
+
 import numpy as np
 
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from cellbed.controller.megha.alloc import PARTS, summarize  # noqa: E402 (after ROOT is on the path)
+from cellbed.controller.megha.workload import ArrivalConfig, arrivals, offered_load  # noqa: E402
+from cellbed.model.megha import megha_cell, megha_users  # noqa: E402
+from cellbed.model.simulate import simulate  # noqa: E402
 
 
 def pct(xs, q):
@@ -33,7 +40,6 @@ SUMMARY_KEYS = ["tasks", "placed", "pending", "p50", "p90", "p99", "p99.9", "max
 
 
 def model_workload(seed: int, duration_s: float, job_rate: float):
-    from cellbed.controller.megha.workload import ArrivalConfig
     return ArrivalConfig(seed=seed, duration_s=duration_s, job_rate_per_s=job_rate, task_min_s=2, task_max_s=60)
 
 
@@ -57,9 +63,6 @@ def run_model_point(frontend: str, nodes: int, gms: int, lms: int, *, seed: int 
     """Build a model cell, run the seeded workload through *frontend*, tear it down. The cell's
     no-double-allocation check runs at the end (ModelCell.check_no_double_allocation: every model
     task on one host, no host over capacity, LM invariants) and raises AssertionError if it fails."""
-    from cellbed.controller.megha.workload import arrivals, offered_load
-    from cellbed.model.megha import megha_cell, megha_users
-    from cellbed.model.simulate import simulate
     cfg = megha_cell(frontend=frontend, nodes=nodes, gms=gms, lms=lms, background_fill=fill,
                      background_s=(5.0, 2 * duration_s), seed=seed)
     arr = arrivals(dataclasses.replace(model_workload(seed, duration_s, job_rate), users=megha_users(cfg)),
@@ -82,7 +85,6 @@ def run_model_point(frontend: str, nodes: int, gms: int, lms: int, *, seed: int 
 def point_row(p: ModelPoint) -> dict:
     """The flat summary of one point (a CSV row): configuration, outcome counts, percentiles, the
     four parts (median, mean, share of the summed time), counters (GM side and LM side), cost."""
-    from cellbed.controller.megha.alloc import PARTS, summarize
     s = summarize(p.res.records)
     c, lc = p.res.counters, p.res.lm_counters
     sampling = p.frontend == "sampling"

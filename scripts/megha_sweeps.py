@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+
 import numpy as np
 from megha_bench_lib import (
     COUNTER_KEYS,
@@ -14,6 +15,8 @@ from megha_bench_lib import (
     save_fig,
     write_rows_csv,
 )
+
+from cellbed.controller.megha.alloc import PARTS  # after megha_bench_lib: it puts the repository on the path
 
 
 # --- sweep-size: allocation time vs cluster size (seed 001 Figs 6 and 8) ----------------------------------
@@ -109,42 +112,12 @@ def sweep_rows(args, name: str, run) -> list[dict]:
 
 
 def bench_sweep_size(args) -> str:
-    from cellbed.controller.megha.alloc import PARTS
     sizes = [int(x) for x in args.sizes.split(",")]
     frontends = args.frontends.split(",")
     rows = sweep_rows(args, "megha-size.csv", lambda on_row: sweep_size(
         sizes, frontends, gms=args.gms, lms=args.lms, base_nodes=args.base_nodes, base_job_rate=args.base_job_rate,
         duration_s=args.duration_s, fill=args.fill, seed=args.seed, drain_s=args.drain_s, on_row=on_row))
-    png = ""
-    plt = pyplot()
-    if plt is not None:
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
-        for fe, color in zip(frontends, ("C0", "C1", "C2", "C3")):
-            rs = [r for r in rows if r["frontend"] == fe]
-            x = [r["nodes"] for r in rs]
-            for q, style in (("p50", "-o"), ("p99", "--s")):
-                a1.plot(x, [r[q] for r in rs], style, color=color, ms=4, label=f"{fe} {q}")
-        a1.set_xscale("log")
-        a1.set_yscale("log")
-        a1.set_xticks(sizes, [f"{n:,}" for n in sizes], fontsize=7)
-        a1.minorticks_off()
-        a1.set_xlabel("nodes")
-        a1.set_ylabel("allocation time, ms")
-        a1.grid(True, which="both", alpha=0.3)
-        a1.legend(fontsize=7, ncol=2)
-        width = 0.8 / max(1, len(frontends))
-        bottoms = np.zeros(len(rows))
-        xs = np.array([sizes.index(r["nodes"]) + (frontends.index(r["frontend"]) - (len(frontends) - 1) / 2) * width
-                       for r in rows])
-        for part, color in zip(PARTS, ("C4", "C5", "C6", "C7")):
-            h = np.array([r[f"{part}_share"] if r[f"{part}_share"] == r[f"{part}_share"] else 0.0 for r in rows])
-            a2.bar(xs, h, width * 0.95, bottom=bottoms, color=color, label=part.replace("fmt_ms", ""))
-            bottoms += h
-        a2.set_xticks(range(len(sizes)), [f"{n // 1000}k" if n % 1000 == 0 else f"{n / 1000:g}k" for n in sizes])
-        a2.set_xlabel("nodes (bars: " + ", ".join(frontends) + ")")
-        a2.set_ylabel("share of summed allocation time")
-        a2.legend(fontsize=7, loc="lower right")
-        png = save_fig(fig, os.path.join(args.out, "megha-size.png"))
+    png = _size_plot(args, rows, sizes, frontends)
     md_path = os.path.join(args.out, "megha-size.md")
     reading = keep_reading(md_path)
     lines = [
@@ -184,6 +157,40 @@ def bench_sweep_size(args) -> str:
            f"--duration-s {args.duration_s:g} --base-job-rate {args.base_job_rate:g} --seed {args.seed}")
     lines += sweep_md_tail(rows, png, "allocation time vs cluster size", cmd, "megha-size.csv", "point")
     return "\n".join(lines) + reading
+
+
+def _size_plot(args, rows: list[dict], sizes: list[int], frontends: list[str]) -> str:
+    """megha-size.png: p50/p99 vs cluster size, and the parts' shares per point ("" without matplotlib)."""
+    plt = pyplot()
+    if plt is None:
+        return ""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for fe, color in zip(frontends, ("C0", "C1", "C2", "C3")):
+        rs = [r for r in rows if r["frontend"] == fe]
+        x = [r["nodes"] for r in rs]
+        for q, style in (("p50", "-o"), ("p99", "--s")):
+            a1.plot(x, [r[q] for r in rs], style, color=color, ms=4, label=f"{fe} {q}")
+    a1.set_xscale("log")
+    a1.set_yscale("log")
+    a1.set_xticks(sizes, [f"{n:,}" for n in sizes], fontsize=7)
+    a1.minorticks_off()
+    a1.set_xlabel("nodes")
+    a1.set_ylabel("allocation time, ms")
+    a1.grid(True, which="both", alpha=0.3)
+    a1.legend(fontsize=7, ncol=2)
+    width = 0.8 / max(1, len(frontends))
+    bottoms = np.zeros(len(rows))
+    xs = np.array([sizes.index(r["nodes"]) + (frontends.index(r["frontend"]) - (len(frontends) - 1) / 2) * width
+                   for r in rows])
+    for part, color in zip(PARTS, ("C4", "C5", "C6", "C7")):
+        h = np.array([r[f"{part}_share"] if r[f"{part}_share"] == r[f"{part}_share"] else 0.0 for r in rows])
+        a2.bar(xs, h, width * 0.95, bottom=bottoms, color=color, label=part.replace("_ms", ""))
+        bottoms += h
+    a2.set_xticks(range(len(sizes)), [f"{n // 1000}k" if n % 1000 == 0 else f"{n / 1000:g}k" for n in sizes])
+    a2.set_xlabel("nodes (bars: " + ", ".join(frontends) + ")")
+    a2.set_ylabel("share of summed allocation time")
+    a2.legend(fontsize=7, loc="lower right")
+    return save_fig(fig, os.path.join(args.out, "megha-size.png"))
 
 
 def bench_sweep_gmlm(args) -> str:

@@ -22,7 +22,8 @@ import argparse
 import csv
 import json
 import math
-import os
+import pstats
+import shutil
 import subprocess
 import sys
 import time
@@ -32,6 +33,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from cellbed.experiment import load_run, summarize  # noqa: E402 (after the repository is on the path)
+from cellbed.experiment.report import write_report  # noqa: E402
+
 PY = sys.executable
 RESULTS = REPO / "results" / "masb-repro"
 DOCS = REPO / "docs" / "results"
@@ -84,7 +89,6 @@ def cmd_run(a) -> None:
                 done.add(rid)
                 continue
             if out.exists():
-                import shutil
                 shutil.rmtree(out)      # an interrupted run: start it again
             cmd = [PY, "-m", "cellbed.cli.main", "run", str(scen), "--out", str(out), "--set", f"run.name={rid}"]
             for s in sets:
@@ -101,7 +105,6 @@ def cmd_run(a) -> None:
 # ---------------------------------------------------------------------------
 
 def load(rid: str):
-    from cellbed.experiment import load_run, summarize
     run = load_run(RESULTS / rid)
     return run, summarize(run)
 
@@ -182,7 +185,6 @@ def _fmt(v, d) -> str:
 
 
 def cmd_summarize(a) -> None:
-    from cellbed.experiment.report import write_report
     have = {p.name for p in RESULTS.iterdir() if completed(p)} if RESULTS.is_dir() else set()
     table = runs(a.nodes, a.hours, a.t7_hours, a.seed_list)
     setup = ("Model cell (virtual time; the same NodeAgent/SanAgent/BrokerAgent code as a real cell), GCD-shaped "
@@ -249,7 +251,6 @@ def cmd_scale(a) -> None:
     out = REPO / "results" / f"scale-{a.nodes}"
     if not completed(out):
         if out.exists():
-            import shutil
             shutil.rmtree(out)
         prof = f"{a.profile_from:g}:{a.profile_from + a.profile_minutes:g}"
         subprocess.run([PY, "-m", "cellbed.cli.main", "run", str(SC / "masb-table3-masb.toml"), "--out", str(out),
@@ -263,7 +264,6 @@ def scale_figures(out: Path) -> dict:
     """Warm start vs steady state from ticks.csv: the warm start ends at the first tick with no
     task waiting; the steady rate is simulated minutes per wall minute over the ticks after it,
     leaving out the profiled window (cProfile slows it)."""
-    from cellbed.experiment.results import load_run
     run = load_run(out)
     t = run.ticks
     summ = run.completed.get("summary", run.completed)
@@ -335,7 +335,6 @@ PROFILE_GROUPS = [
 
 
 def profile_breakdown(path: Path) -> list[str]:
-    import pstats
     st = pstats.Stats(str(path))
     total = max((v[3] for k, v in st.stats.items() if k[2] == "_run_once"), default=0.0)
     own_loop = sum(v[2] for k, v in st.stats.items() if "asyncio" in k[0] or "selectors" in k[0])
