@@ -6,12 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cellbed.domain.vm import JobProgress, MigrationOptions, TimeoutPolicy
-from cellbed.policy.migration.timeout import (
-    POSTCOPY_AFTER_ITERATION,
-    Action,
-    needs_postcopy_flag,
-    next_action,
-)
+from cellbed.policy.migration.timeout import (Action, JobWatch, POSTCOPY_AFTER_ITERATION, needs_postcopy_flag, next_action)
 
 ABORT, AUTO, POST = TimeoutPolicy.ABORT, TimeoutPolicy.AUTO_CONVERGE, TimeoutPolicy.POSTCOPY
 C, SW, AB, RETRY = Action.CONTINUE, Action.SWITCH_POSTCOPY, Action.ABORT, Action.ABORT_AND_RETRY_AUTO_CONVERGE
@@ -92,3 +87,23 @@ NEEDS_FLAG = [
 @pytest.mark.parametrize(("postcopy", "policy", "want"), NEEDS_FLAG)
 def test_needs_postcopy_flag(postcopy, policy, want):
     assert needs_postcopy_flag(MigrationOptions(postcopy=postcopy, timeout_policy=policy)) is want
+
+
+def test_job_watch_records_a_timeout_once_and_marks_the_auto_converge_retry():
+    """JobWatch is the backend's memory of one job: the first timeout names its action, a second
+    sample after it does not fire again, and ABORT_AND_RETRY_AUTO_CONVERGE asks for the retry."""
+    opts = MigrationOptions(completion_timeout_s=10.0, timeout_policy=TimeoutPolicy.AUTO_CONVERGE)
+    w = JobWatch()
+    assert w.decide(opts, JobProgress(memory_iteration=1), 5.0).action is Action.CONTINUE
+    assert not w.timed_out and not w.retry_auto_converge and w.action_taken == ""
+    d = w.decide(opts, JobProgress(memory_iteration=4, data_remaining=123), 11.0)
+    assert d.action is Action.ABORT_AND_RETRY_AUTO_CONVERGE and d.timeout
+    assert w.timed_out and w.retry_auto_converge
+    assert w.action_taken.startswith("abort-retry-auto-converge: not complete after 11.0 s")
+    assert w.decide(opts, JobProgress(memory_iteration=5), 12.0).action is Action.CONTINUE   # once only
+
+
+def test_job_watch_plain_abort_does_not_ask_for_a_retry():
+    w = JobWatch()
+    d = w.decide(MigrationOptions(completion_timeout_s=1.0, timeout_policy=TimeoutPolicy.ABORT), JobProgress(), 2.0)
+    assert d.action is Action.ABORT and w.timed_out and not w.retry_auto_converge
