@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 import os
 import statistics
 
@@ -22,22 +23,15 @@ def bench_wss(mem_mib: int) -> int:
     return max(8, min(mem_mib // 2, mem_mib - 80))
 
 
-def _list(s: str, conv) -> list:
-    try:
-        return [conv(x) for x in s.split(",") if x.strip()]
-    except ValueError as e:
-        raise errors.InvalidArgument(f"bad list {s!r}: {e}") from None
-
-
 async def cmd_bench_migration(args) -> None:
     await bench_migration(Cell(args), args)
 
 
 async def bench_migration(cell, args) -> list[dict]:
-    mems = _list(args.mem_mib, int)
-    dirties = _list(args.dirty_mib_s, lambda x: x if x == "max" else float(x))
-    bws = _list(args.bandwidth_mib_s, int)
-    errors.check_range("repeat", args.repeat, 1, 100)
+    mems = list(args.mem_mib)
+    dirties = ["max" if math.isinf(d) else d for d in args.dirty_mib_s]
+    bws = list(args.bandwidth_mib_s)
+    errors.check_range("--repeat", args.repeat, 1, 100)
     rows = []
     for mem, dirty, bw in itertools.product(mems, dirties, bws):
         for i in range(args.repeat):

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import math
 import sys
-from google.protobuf import json_format
+
+from google.protobuf.descriptor import FieldDescriptor
 from cellbed.domain import errors
 from cellbed.cell import cell as cellmod
 from cellbed.runtime.client import NodeClient
@@ -27,11 +30,40 @@ def table(rows: list[dict], cols: list[str]) -> str:
 
 
 def emit(args, data, text: str) -> None:
-    print(json.dumps(data, indent=1, default=str) if args.json else text)
+    print(json.dumps(data, indent=1, default=str, allow_nan=False) if args.json else text)
 
 
 def msg_dict(m) -> dict:
-    return json_format.MessageToDict(m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    """A message as JSON-ready data: proto field names, every field present, enums by name, and
+    numbers as numbers (protobuf's own JSON mapping writes 64-bit integers as strings)."""
+    return {f.name: _field_value(f, getattr(m, f.name)) for f in m.DESCRIPTOR.fields
+            if not f.has_presence or m.HasField(f.name)}
+
+
+_INT64 = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
+          FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64}
+
+
+def _scalar(f: FieldDescriptor, v):
+    if f.type == FieldDescriptor.TYPE_MESSAGE:
+        return msg_dict(v)
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        ev = f.enum_type.values_by_number.get(v)
+        return ev.name if ev is not None else v
+    if f.type == FieldDescriptor.TYPE_BYTES:
+        return base64.b64encode(v).decode()
+    if f.type in (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE) and not math.isfinite(v):
+        return str(v)   # JSON has no NaN or infinity; protobuf's mapping writes "NaN", "Infinity"
+    return int(v) if f.type in _INT64 else v
+
+
+def _field_value(f: FieldDescriptor, v):
+    if f.message_type is not None and f.message_type.GetOptions().map_entry:
+        vf = f.message_type.fields_by_name["value"]
+        return {str(k): _scalar(vf, x) for k, x in v.items()}
+    if f.is_repeated:
+        return [_scalar(f, x) for x in v]
+    return _scalar(f, v)
 
 
 def record_row(r: npb.MigrationRecord) -> dict:

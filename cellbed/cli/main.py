@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
+import traceback
 from types import ModuleType
 from typing import Any, Callable
+
+import grpc
 
 from cellbed.cli.parser import build_parser as _build_parser
 from cellbed.domain import errors
@@ -51,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     return _build_parser(_handler)
 
 
+# Refusals of the request itself: the user can fix the command line (exit 2). Anything else that
+# the project raises on purpose (unreachable daemon, deadline, hypervisor failure) exits 1.
+USAGE_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS,
+               grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.OUT_OF_RANGE}
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
@@ -61,7 +71,19 @@ def main(argv: list[str] | None = None) -> None:
             asyncio.run(res)
     except errors.CellbedError as e:
         print(f"cellctl: {type(e).__name__} ({e.code.name}): {e}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(2 if e.code in USAGE_CODES else 1)
+    except KeyboardInterrupt:
+        print("cellctl: interrupted", file=sys.stderr)
+        raise SystemExit(130)
+    except (SystemExit, GeneratorExit):
+        raise
+    except Exception as e:  # a bug or an unforeseen failure: one line; the traceback only with -v
+        if args.verbose:
+            traceback.print_exc()
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        at = f" at {os.path.basename(where.filename)}:{where.lineno}" if where else ""
+        print(f"cellctl: unexpected {type(e).__name__}{at}: {e} (rerun with -v for the traceback)", file=sys.stderr)
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

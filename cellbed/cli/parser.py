@@ -2,30 +2,70 @@
 
 Kept apart from the sub-command modules so that building the parser imports none of them:
 `handler(module, function)` (given by cellbed/cli/main.py) loads the module only when the verb runs.
+
+Conventions (as kubectl and virsh users type them):
+- the global options (--json, --cell, --state-root, -v) are accepted before or after the verb, on
+  every sub-command: each sub-parser inherits them with a suppressed default, so a value given
+  after the verb wins and one not given leaves the top-level default;
+- every value is checked here, before any call (cellbed/cli/argtypes.py), and a refusal is one line
+  naming the flag and the allowed range, exit code 2.
 """
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from cellbed.cell.record import DEFAULT_STATE_ROOT
+from cellbed.cli.argtypes import (address, dirty_rate, float_in, host_name, int_in, key_value, list_of, or_blank,
+                                  vm_name)
+from cellbed.domain import vm as vmdom
 
 Handler = Callable[[str, str], Callable[[argparse.Namespace], Any]]
 """(sub-command module under cellbed.cli, function name) -> the function to run."""
 
+DEFAULT_CELL = "default"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the command, the flag, what is allowed), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _global_options(p: argparse.ArgumentParser, defaults: bool) -> None:
+    d = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
+    p.add_argument("--cell", default=d(os.environ.get("CELLBED_CELL", DEFAULT_CELL)),
+                   help=f"cell name (default ${{CELLBED_CELL}} or {DEFAULT_CELL})")
+    p.add_argument("--state-root", default=d(os.environ.get("CELLBED_STATE_ROOT", DEFAULT_STATE_ROOT)),
+                   help=f"where cells keep their state (default $CELLBED_STATE_ROOT or {DEFAULT_STATE_ROOT})")
+    p.add_argument("--json", action="store_true", default=d(False), help="machine-readable output")
+    p.add_argument("-v", "--verbose", action="store_true", default=d(False),
+                   help="debug logging, and a traceback on unexpected errors")
+
+
+_COMMON = Parser(add_help=False)
+_global_options(_COMMON, defaults=False)
+
+
+def _add(sub, name: str, **kw) -> argparse.ArgumentParser:
+    """A sub-command that also takes the global options after the verb."""
+    return sub.add_parser(name, parents=[_COMMON], **kw)
+
+
+def _group(sub, name: str, help: str) -> Any:
+    return _add(sub, name, help=help).add_subparsers(dest="sub", required=True, metavar="COMMAND")
+
 
 def build_parser(handler: Handler) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="cellctl", description="Cellbed command line")
-    ap.add_argument("--cell", default=os.environ.get("CELLBED_CELL", "default"), help="cell name")
-    ap.add_argument("--state-root", default=DEFAULT_STATE_ROOT, help="where cells keep their state")
-    ap.add_argument("--json", action="store_true", help="machine-readable output")
-    ap.add_argument("-v", "--verbose", action="store_true")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = Parser(prog="cellctl", description="Cellbed command line")
+    _global_options(ap, defaults=True)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     _cell(sub, handler)
     _vm(sub, handler)
-    sub.add_parser("nodes", help="capacity and usage per host").set_defaults(fn=handler("vm_cmd", "cmd_nodes"))
-    sub.add_parser("migrations", help="migration history with measured costs").set_defaults(
+    _add(sub, "nodes", help="capacity and usage per host").set_defaults(fn=handler("vm_cmd", "cmd_nodes"))
+    _add(sub, "migrations", help="migration history with measured costs").set_defaults(
         fn=handler("vm_cmd", "cmd_migrations"))
     _bench(sub, handler)
     _report(sub, handler)
@@ -37,92 +77,104 @@ def build_parser(handler: Handler) -> argparse.ArgumentParser:
 
 # --- the cell and its VMs ----------------------------------------------------------------
 def _cell(sub, handler: Handler) -> None:
-    cp = sub.add_parser("cell", help="the single-box cell").add_subparsers(dest="sub", required=True)
-    p = cp.add_parser("up", help="build a cell of N namespace hosts")
-    p.add_argument("--hosts", type=int, default=3)
+    cp = _group(sub, "cell", "the single-box cell")
+    p = _add(cp, "up", help="build a cell of N namespace hosts")
+    p.add_argument("--hosts", type=int_in(1, 32), default=3)
     p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto")
     p.add_argument("--subnet", default="10.231.0.0/24", help="private subnet the cell owns")
-    p.add_argument("--host-cpus", default="0.5", help="CPU capacity per host, cores (one value or one per host)")
-    p.add_argument("--host-mem-mib", default="1024", help="guest memory capacity per host, MiB")
-    p.add_argument("--monitor-period-s", type=float, default=5.0)
+    p.add_argument("--host-cpus", type=list_of(float_in(0.05, 64, "cores"), 32), default=[0.5],
+                   help="CPU capacity per host, cores (one value or one per host, comma-separated)")
+    p.add_argument("--host-mem-mib", type=list_of(int_in(128, 1 << 20, "MiB"), 32), default=[1024],
+                   help="guest memory capacity per host, MiB (one value or one per host)")
+    p.add_argument("--monitor-period-s", type=float_in(0.1, 3600, "s"), default=5.0)
     p.add_argument("--ssh", action="store_true", help="an sshd per host, keys under the cell's state folder")
     p.add_argument("--bare", action="store_true",
                    help="with --ssh: no libvirtd, node daemon or mosquitto; provision the hosts with ansible/")
     p.add_argument("--san", action="store_true", help="MASB: a broker agent on the bridge, SAN in every node daemon")
-    p.add_argument("--san-set", action="append", metavar="KEY=VALUE",
+    p.add_argument("--san-set", action="append", type=key_value, metavar="KEY=VALUE",
                    help="SanConfig override, e.g. max_util=0.8 (repeatable)")
+    p.add_argument("--megha", action="store_true",
+                   help="Megha: GMs and LMs (cellbed-controller) on the bridge, the hosts partitioned among the LMs")
+    p.add_argument("--gms", type=int_in(1, 8), default=1, help="with --megha: Global Masters")
+    p.add_argument("--lms", type=int_in(1, 32), default=1, help="with --megha: Local Masters (at most one per host)")
+    p.add_argument("--standby", action="store_true", help="with --megha: a standby instance for every LM")
     p.set_defaults(fn=handler("cell_cmd", "cmd_cell_up"))
-    p = cp.add_parser("inventory", help="an Ansible inventory for a cell brought up with --ssh")
+    p = _add(cp, "inventory", help="an Ansible inventory for a cell brought up with --ssh")
     p.add_argument("--out", help="write it to this file (default: print)")
-    p.add_argument("--mqtt-host", help="the host that runs mosquitto (default: the first)")
+    p.add_argument("--mqtt-host", type=host_name, help="the host that runs mosquitto (default: the first)")
     p.set_defaults(fn=handler("cell_cmd", "cmd_cell_inventory"))
-    cp.add_parser("down", help="remove exactly what up created").set_defaults(fn=handler("cell_cmd", "cmd_cell_down"))
-    cp.add_parser("status", help="hosts and agent health").set_defaults(fn=handler("cell_cmd", "cmd_cell_status"))
+    _add(cp, "down", help="remove exactly what up created").set_defaults(fn=handler("cell_cmd", "cmd_cell_down"))
+    _add(cp, "status", help="hosts and agent health").set_defaults(fn=handler("cell_cmd", "cmd_cell_status"))
 
 
 def _workload_args(p, defaults: bool) -> None:
-    p.add_argument("--cpu-load", type=float, default=0.1 if defaults else None, help="fraction of each vCPU, 0..1")
-    p.add_argument("--dirty-mib-s", default="0" if defaults else None, help="MiB/s, or max")
-    p.add_argument("--wss-mib", type=int, default=None, help="working set, MiB")
+    p.add_argument("--cpu-load", type=float_in(*vmdom.CPU_LOAD_RANGE), default=0.1 if defaults else None,
+                   help="fraction of each vCPU, 0..1")
+    p.add_argument("--dirty-mib-s", type=dirty_rate, default=0.0 if defaults else None, help="MiB/s, or max")
+    p.add_argument("--wss-mib", type=int_in(0, vmdom.max_wss_mib(vmdom.MEM_MIB_RANGE[1]), "MiB"), default=None,
+                   help="working set, MiB (at most the guest's memory - 80)")
 
 
 def add_migration_args(p) -> None:
-    p.add_argument("--bandwidth-mib-s", type=int, default=0, help="0 = unlimited")
-    p.add_argument("--max-downtime-ms", type=int, default=0, help="0 = QEMU default (300 ms)")
+    p.add_argument("--bandwidth-mib-s", type=int_in(*vmdom.BANDWIDTH_RANGE, "MiB/s"), default=0, help="0 = unlimited")
+    p.add_argument("--max-downtime-ms", type=int_in(*vmdom.DOWNTIME_MS_RANGE, "ms"), default=0,
+                   help="0 = QEMU default (300 ms)")
     p.add_argument("--auto-converge", action="store_true")
     p.add_argument("--postcopy", action="store_true")
-    p.add_argument("--timeout-s", type=float, default=0, help="completion timeout; 0 = daemon default")
+    p.add_argument("--timeout-s", type=float_in(*vmdom.TIMEOUT_S_RANGE, "s"), default=0,
+                   help="completion timeout; 0 = daemon default")
     p.add_argument("--timeout-policy", choices=["abort", "auto-converge", "postcopy"], default="abort")
 
 
 def _vm(sub, handler: Handler) -> None:
-    vp = sub.add_parser("vm", help="virtual machines").add_subparsers(dest="sub", required=True)
-    p = vp.add_parser("start")
-    p.add_argument("--host", required=True)
-    p.add_argument("--name")
-    p.add_argument("--mem-mib", type=int, default=128)
-    p.add_argument("--vcpus", type=int, default=1)
+    vp = _group(sub, "vm", "virtual machines")
+    p = _add(vp, "start", help="boot a VM running the synthetic workload on a host")
+    p.add_argument("--host", type=host_name, required=True)
+    p.add_argument("--name", type=vm_name)
+    p.add_argument("--mem-mib", type=int_in(*vmdom.MEM_MIB_RANGE, "MiB"), default=128)
+    p.add_argument("--vcpus", type=int_in(*vmdom.VCPUS_RANGE), default=1)
     p.add_argument("--production", action="store_true")
-    p.add_argument("--priority", type=int, default=0)
+    p.add_argument("--priority", type=int_in(*vmdom.PRIORITY_RANGE), default=0)
     _workload_args(p, True)
     p.set_defaults(fn=handler("vm_cmd", "cmd_vm_start"))
-    vp.add_parser("list").set_defaults(fn=handler("vm_cmd", "cmd_vm_list"))
-    p = vp.add_parser("stop")
-    p.add_argument("name")
+    _add(vp, "list", help="every VM of the cell").set_defaults(fn=handler("vm_cmd", "cmd_vm_list"))
+    p = _add(vp, "stop", help="stop and remove a VM")
+    p.add_argument("name", type=vm_name)
     p.set_defaults(fn=handler("vm_cmd", "cmd_vm_stop"))
-    p = vp.add_parser("set-workload")
-    p.add_argument("name")
+    p = _add(vp, "set-workload", help="change a running VM's workload")
+    p.add_argument("name", type=vm_name)
     _workload_args(p, False)
     p.set_defaults(fn=handler("vm_cmd", "cmd_vm_set_workload"))
-    p = vp.add_parser("migrate")
-    p.add_argument("name")
-    p.add_argument("--to", required=True)
+    p = _add(vp, "migrate", help="live-migrate a VM, with progress")
+    p.add_argument("name", type=vm_name)
+    p.add_argument("--to", type=host_name, required=True)
     add_migration_args(p)
     p.set_defaults(fn=handler("vm_cmd", "cmd_vm_migrate"))
-    p = vp.add_parser("abort-migration")
-    p.add_argument("name")
+    p = _add(vp, "abort-migration", help="abort a VM's running migration")
+    p.add_argument("name", type=vm_name)
     p.set_defaults(fn=handler("vm_cmd", "cmd_vm_abort"))
 
 
 def _bench(sub, handler: Handler) -> None:
-    bp = sub.add_parser("bench").add_subparsers(dest="sub", required=True)
-    p = bp.add_parser("migration", help="sweep memory x dirty rate (x bandwidth)")
-    p.add_argument("--mem-mib", default="128,256,512")
-    p.add_argument("--dirty-mib-s", default="0,8,32")
-    p.add_argument("--bandwidth-mib-s", default="0", help="comma list; 0 = unlimited")
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--max-downtime-ms", type=int, default=0)
+    bp = _group(sub, "bench", "measurements on a real cell")
+    p = _add(bp, "migration", help="sweep memory x dirty rate (x bandwidth)")
+    p.add_argument("--mem-mib", type=list_of(int_in(*vmdom.MEM_MIB_RANGE, "MiB")), default=[128, 256, 512])
+    p.add_argument("--dirty-mib-s", type=list_of(dirty_rate), default=[0.0, 8.0, 32.0], help="comma list; max allowed")
+    p.add_argument("--bandwidth-mib-s", type=list_of(int_in(*vmdom.BANDWIDTH_RANGE, "MiB/s")), default=[0],
+                   help="comma list; 0 = unlimited")
+    p.add_argument("--repeat", type=int_in(1, 100), default=1)
+    p.add_argument("--max-downtime-ms", type=int_in(*vmdom.DOWNTIME_MS_RANGE, "ms"), default=0)
     p.add_argument("--postcopy", action="store_true")
-    p.add_argument("--src", default="h1")
-    p.add_argument("--dst", default="h2")
+    p.add_argument("--src", type=host_name, default="h1")
+    p.add_argument("--dst", type=host_name, default="h2")
     p.add_argument("--csv", default="migration-bench.csv")
     p.set_defaults(fn=handler("bench", "cmd_bench_migration"))
 
 
 # --- experiments -------------------------------------------------------------------------
 def _report(sub, handler: Handler) -> None:
-    p = sub.add_parser(
-        "report", help="report.md + PNG plots for a results folder, or a comparison of several",
+    p = _add(
+        sub, "report", help="report.md + PNG plots for a results folder, or a comparison of several",
         description="One DIR: write report.md, summary.json and the plots into DIR (or --out). "
                     "Several DIRs: side-by-side tables, comparison.csv and overlaid plots into --out. "
                     "Folders whose events.jsonl lacks run_completed are refused.")
@@ -132,16 +184,17 @@ def _report(sub, handler: Handler) -> None:
 
 
 def _run(sub, handler: Handler) -> None:
-    p = sub.add_parser(
-        "run", help="run a scenario (model or real cell) into a results folder with its report",
+    p = _add(
+        sub, "run", help="run a scenario (model or real cell) into a results folder with its report",
         description="Run SCENARIO.toml and write manifest.json, events.jsonl, ticks.csv, migrations.csv, "
                     "allocations.csv and report.md with plots into --out. --set overrides any scenario key "
-                    "(dotted, e.g. run.seed=7, cell.nodes=500, policy.san.enabled=false).")
+                    "(dotted, e.g. run.seed=7, cell.nodes=500, policy.san.enabled=false). --out must be a new or "
+                    "empty folder, or, with --overwrite, the folder of a previous run (whose files are replaced).")
     p.add_argument("scenario", metavar="SCENARIO.toml")
     p.add_argument("--out", metavar="DIR", help="results folder (default: results/<run name>-<UTC time>)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--set", dest="overrides", action="append", default=[], type=key_value, metavar="KEY=VALUE",
                    help="override a scenario key (repeatable)")
-    p.add_argument("--overwrite", action="store_true", help="reuse --out even if it already holds a run")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous run in --out (its report too)")
     p.add_argument("--no-report", action="store_true", help="skip report.md and the plots (cellctl report later)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--profile", metavar="FROM:TO",
@@ -152,55 +205,59 @@ def _run(sub, handler: Handler) -> None:
 
 # --- MASB and Megha ----------------------------------------------------------------------
 def _masb(sub, handler: Handler) -> None:
-    bp = sub.add_parser("broker", help="MASB broker agents").add_subparsers(dest="sub", required=True)
-    p = bp.add_parser("cache", help="what a broker believes: node, age, capacity, used, class")
-    p.add_argument("--broker", default="", help="HOST:PORT (default: the cell's broker)")
+    bp = _group(sub, "broker", "MASB broker agents")
+    p = _add(bp, "cache", help="what a broker believes: node, age, capacity, used, class")
+    p.add_argument("--broker", type=or_blank(address), default="", help="HOST:PORT (default: the cell's broker)")
     p.set_defaults(fn=handler("masb_cmd", "cmd_broker_cache"))
-    p = sub.add_parser("san", help="active and recent SAN negotiations on each host")
-    p.add_argument("--limit", type=int, default=20, help="recent negotiations per host")
+    p = _add(sub, "san", help="active and recent SAN negotiations on each host")
+    p.add_argument("--limit", type=int_in(1, 1000), default=20, help="recent negotiations per host")
     p.set_defaults(fn=handler("masb_cmd", "cmd_san"))
 
 
 def _megha_common(p, gm: bool = True, lm: bool = False) -> None:
-    p.add_argument("--controller", default="", help="controller TOML (default $CELLBED_CONTROLLER or ./controller.toml)")
+    p.add_argument("--controller", default="",
+                   help="controller TOML (default $CELLBED_CONTROLLER, ./controller.toml, or the cell's, "
+                        "from cell up --megha)")
     if gm:
-        p.add_argument("--gm", default="", help="a GM's HOST:PORT (instead of the controller config)")
+        p.add_argument("--gm", type=or_blank(address), default="", help="a GM's HOST:PORT (instead of the controller config)")
     if lm:
-        p.add_argument("--lm", default="", help="an LM's HOST:PORT (instead of the controller config)")
-    p.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+        p.add_argument("--lm", type=or_blank(address), default="", help="an LM's HOST:PORT (instead of the controller config)")
 
 
 def _megha(sub, handler: Handler) -> None:
-    p = sub.add_parser("submit", help="submit a task to Megha; prints its placement and allocation time")
-    p.add_argument("--cpu", type=float, required=True, help="requested CPU, cores")
-    p.add_argument("--mem", type=float, required=True, help="requested memory, MiB (the VM's memory)")
+    p = _add(sub, "submit", help="submit a task to Megha; prints its placement and allocation time")
+    p.add_argument("--cpu", type=float_in(0.001, 1024, "cores"), required=True, help="requested CPU, cores")
+    p.add_argument("--mem", type=float_in(1, 1 << 24, "MiB"), required=True,
+                   help="requested memory, MiB (the VM's memory)")
     p.add_argument("--constraint", action="append", default=[], metavar="K=V",
                    help="placement constraint on a host attribute: K=V, K!=V, K<N, K>N (repeatable)")
     p.add_argument("--user", default="", help="owner; must have a queue in the controller config")
     p.add_argument("--production", action="store_true", help="production task (priority 10 unless --priority)")
-    p.add_argument("--priority", type=int, default=None, help="0..11")
-    p.add_argument("--name", default="", help="task id = VM name (default: the GM assigns one)")
-    p.add_argument("--duration-s", type=float, default=0.0, help="run time, s; 0 = until stopped")
-    p.add_argument("--vcpus", type=int, default=0, help="vCPUs (default ceil(--cpu))")
-    p.add_argument("--cpu-load", type=float, default=0.0, help="guest workload CPU fraction per vCPU, 0..1")
-    p.add_argument("--wss-mib", type=int, default=0, help="guest working set, MiB")
-    p.add_argument("--wait-s", type=float, default=180.0, help="wait this long for the task to start, s")
+    p.add_argument("--priority", type=int_in(*vmdom.PRIORITY_RANGE), default=None, help="0..11")
+    p.add_argument("--name", type=or_blank(vm_name), default="", help="task id = VM name (default: the GM assigns one)")
+    p.add_argument("--duration-s", type=float_in(0, 30 * 86400, "s"), default=0.0, help="run time, s; 0 = until stopped")
+    p.add_argument("--vcpus", type=int_in(0, vmdom.VCPUS_RANGE[1]), default=0, help="vCPUs (default ceil(--cpu))")
+    p.add_argument("--cpu-load", type=float_in(*vmdom.CPU_LOAD_RANGE), default=0.0,
+                   help="guest workload CPU fraction per vCPU, 0..1")
+    p.add_argument("--wss-mib", type=int_in(0, vmdom.max_wss_mib(vmdom.MEM_MIB_RANGE[1]), "MiB"), default=0,
+                   help="guest working set, MiB")
+    p.add_argument("--wait-s", type=float_in(0, 3600, "s"), default=180.0, help="wait this long for the task to start, s")
     _megha_common(p)
     p.set_defaults(fn=handler("megha_cmd", "cmd_submit"))
-    p = sub.add_parser("task", help="a Megha task's status: queue position and reason, or placement and allocation time")
-    p.add_argument("name")
-    p.add_argument("--wait-s", type=float, default=0.0, help="wait this long for it to start, s")
+    p = _add(sub, "task", help="a Megha task's status: queue position and reason, or placement and allocation time")
+    p.add_argument("name", type=vm_name)
+    p.add_argument("--wait-s", type=float_in(0, 3600, "s"), default=0.0, help="wait this long for it to start, s")
     _megha_common(p)
     p.set_defaults(fn=handler("megha_cmd", "cmd_task"))
-    gp = sub.add_parser("gm", help="Megha Global Masters").add_subparsers(dest="sub", required=True)
-    p = gp.add_parser("view", help="a GM's view of every LM, with its staleness, and its counters")
+    gp = _group(sub, "gm", "Megha Global Masters")
+    p = _add(gp, "view", help="a GM's view of every LM, with its staleness, and its counters")
     p.add_argument("--all", action="store_true", help="every GM in the controller config")
     _megha_common(p)
     p.set_defaults(fn=handler("megha_cmd", "cmd_gm_view"))
-    lp = sub.add_parser("lm", help="Megha Local Masters").add_subparsers(dest="sub", required=True)
-    p = lp.add_parser("partitions", help="each LM's partitions: nodes N and logical nodes N', with use and counters")
+    lp = _group(sub, "lm", "Megha Local Masters")
+    p = _add(lp, "partitions", help="each LM's partitions: nodes N and logical nodes N', with use and counters")
     _megha_common(p, gm=False, lm=True)
     p.set_defaults(fn=handler("megha_cmd", "cmd_lm_partitions"))
-    p = sub.add_parser("queues", help="users' shares, usage, queue lengths and preemptions")
+    p = _add(sub, "queues", help="users' shares, usage, queue lengths and preemptions")
     _megha_common(p)
     p.set_defaults(fn=handler("megha_cmd", "cmd_queues"))

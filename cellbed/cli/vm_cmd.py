@@ -3,10 +3,12 @@ a cell's VMs and hosts through their node daemons."""
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 
 from cellbed.cli.common import (ASR_NAMES, Cell, RECORD_COLS, STATE_NAMES, emit, migrate, msg_dict, record_row,
                                 table)
+from cellbed.domain import errors, vm as vmdom
 from cellbed.v1 import node_pb2 as npb
 
 
@@ -17,19 +19,20 @@ def _workload(args) -> npb.Workload:
     if args.wss_mib is not None:
         w.wss_mib = args.wss_mib
     if args.dirty_mib_s is not None:
-        if args.dirty_mib_s == "max":
+        if math.isinf(args.dirty_mib_s):
             w.dirty_max = True
         else:
-            w.dirty_mib_s = float(args.dirty_mib_s)
+            w.dirty_mib_s = args.dirty_mib_s
     return w
 
 
 async def cmd_vm_start(args) -> None:
-    c = Cell(args)
     name = args.name or f"vm-{os.urandom(3).hex()}"
     w = _workload(args)
     if args.wss_mib is None:
-        w.wss_mib = min(32, max(0, args.mem_mib - 80))
+        w.wss_mib = min(32, vmdom.max_wss_mib(args.mem_mib))
+    errors.check_range("--wss-mib", w.wss_mib, 0, vmdom.max_wss_mib(args.mem_mib), "MiB (the guest's memory - 80)")
+    c = Cell(args)
     spec = npb.VmSpec(name=name, mem_mib=args.mem_mib, vcpus=args.vcpus, workload=w, production=args.production,
                      priority=args.priority)
     async with c.client(args.host) as cl:

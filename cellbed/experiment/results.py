@@ -50,9 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from cellbed.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from cellbed.domain.errors import FailedPrecondition, InvalidArgument
 from cellbed.metrics.rows import (ALLOCATION_COLUMNS, ALLOCATION_OUTCOMES, MIGRATION_COLUMNS, MIGRATION_OUTCOMES, TICK_COLUMNS,
                                   AllocationRow, MigrationRow, TickRow, check_num, csv_cells)
+from cellbed.experiment import results_dir
 from cellbed.experiment.results_files import ALLOCATIONS, EVENTS, IncompleteRun, MANIFEST, MIGRATIONS, RESULTS_FORMAT, RUN_COMPLETED, TICKS
 from cellbed.experiment.run_reader import Run, load_run, read_table
 
@@ -202,17 +203,14 @@ class ResultsWriter:
     """Writes one results folder as the run goes.
 
     ``ResultsWriter(out_dir, manifest)`` creates *out_dir* (refusing one that already holds a run
-    unless *overwrite*), writes manifest.json at once, and opens the other files with their headers.
+    unless *overwrite*; cellbed/experiment/results_dir.py), writes manifest.json at once, and opens the other files with their headers.
     Rows go out as they come; files are flushed at every :meth:`tick` and at the end.
     Only :meth:`complete` writes ``run_completed`` and closes; :meth:`close` (or leaving the ``with``
     block on an exception) closes without it, so the folder reads as incomplete.
     """
 
     def __init__(self, out_dir: str | Path, manifest: Mapping[str, Any], *, overwrite: bool = False) -> None:
-        self.path = Path(out_dir)
-        if (self.path / EVENTS).exists() and not overwrite:
-            raise AlreadyExists(f"{self.path} already holds a run ({EVENTS} exists): choose another --out "
-                                "or remove it")
+        self.path = results_dir.prepare(out_dir, overwrite)   # refuses files, foreign folders, runs
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.path / (MANIFEST + ".tmp")
         tmp.write_text(_dumps(dict(manifest), indent=1, sort_keys=False) + "\n")

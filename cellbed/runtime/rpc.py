@@ -12,9 +12,9 @@ from typing import Awaitable, Callable, Iterable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from cellbed.domain import errors
+from cellbed.runtime import reflection
 from cellbed.runtime.status import error_for, status_for
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ def create_server(address: str, services: Iterable[tuple[Callable, object, str]]
     """Create an asyncio server on *address* ("host:0" picks a free port).
 
     *services* are (add_XServicer_to_server, servicer, full service name). Health
-    (grpc.health.v1) and reflection are registered for every one of them.
+    (grpc.health.v1) and reflection (grpc.reflection.v1 and v1alpha) are registered for every one of them.
     Returns (server, bound port, health servicer); the caller starts the server.
     """
     server = grpc.aio.server()
@@ -39,7 +39,7 @@ def create_server(address: str, services: Iterable[tuple[Callable, object, str]]
     hs = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(hs, server)
     names.append(health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
-    reflection.enable_server_reflection(names + [reflection.SERVICE_NAME], server)
+    reflection.enable(server, names)
     port = server.add_insecure_port(address)
     if port == 0:
         raise errors.Unavailable(f"cannot bind gRPC server on {address}")

@@ -51,7 +51,7 @@ def test_addresses(subnet, n, first, last):
         assert str(a) != p.bridge_address
 
 
-@pytest.mark.parametrize("name", ["a", "abcdef", "x9y8z7"])
+@pytest.mark.parametrize("name", ["a", "abcdef", "default", "x9y8z7w6v5"])
 def test_interface_names_fit_ifnamsiz(name):
     p = CellPlan.build(name, 32, "10.231.0.0/24", [1.0], [1024])  # longest name, most hosts (h32)
     for ifname in [p.bridge, *(h.veth for h in p.hosts)]:
@@ -82,7 +82,7 @@ def test_capacity_lists(n, cpus, mems, want_cpu, want_mem):
 ERRORS = [
     # name, (cell, hosts, subnet, cpus, mems), words in the message
     ("upper-case name", ("Demo", 3, "10.231.0.0/24", [1.0], [1024]), "cell name"),
-    ("7-char name", ("abcdefg", 3, "10.231.0.0/24", [1.0], [1024]), "1..6"),
+    ("11-char name", ("abcdefghijk", 3, "10.231.0.0/24", [1.0], [1024]), "1..10"),
     ("empty name", ("", 3, "10.231.0.0/24", [1.0], [1024]), "cell name"),
     ("dash in name", ("a-b", 3, "10.231.0.0/24", [1.0], [1024]), "cell name"),
     ("space in name", ("a b", 3, "10.231.0.0/24", [1.0], [1024]), "cell name"),
