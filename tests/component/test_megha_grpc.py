@@ -154,7 +154,7 @@ async def test_views_partitions_and_queues_with_updates_over_mqtt(controller):
     used = sum(s["used"]["cpu_cores"] for p in parts for part in p["partitions"] for s in part["slices"])
     assert used == pytest.approx(3.0)
     q = {x["user"]: x for x in json.loads((await cellctl("queues", "--controller", toml, "--json")).stdout)}
-    assert q["alice"]["placed"] == "3" and q["alice"]["share"] == 0.5 and q["bob"]["gm"] == "gm2"
+    assert q["alice"]["placed"] == 3 and q["alice"]["share"] == 0.5 and q["bob"]["gm"] == "gm2"
     text = (await cellctl("queues", "--controller", toml)).stdout
     assert "alice" in text and "PREEMPT_ATTEMPTS" in text
 
