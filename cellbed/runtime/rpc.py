@@ -15,6 +15,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from cellbed.domain import errors
 from cellbed.runtime import reflection
+from cellbed.runtime.authz import INSECURE_HEALTH_SERVICE, Security
 from cellbed.runtime.status import error_for, status_for
 
 log = logging.getLogger(__name__)
@@ -23,32 +24,47 @@ log = logging.getLogger(__name__)
 DEFAULT_DEADLINE_S = 10.0
 
 
-def create_server(address: str, services: Iterable[tuple[Callable, object, str]],
-                  ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+def create_server(address: str, services: Iterable[tuple[Callable, object, str]], *,
+                  security: Security | None = None) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Create an asyncio server on *address* ("host:0" picks a free port).
 
     *services* are (add_XServicer_to_server, servicer, full service name). Health
     (grpc.health.v1) and reflection (grpc.reflection.v1 and v1alpha) are registered for every one of them.
+    *security*: mutual TLS with the cell's CA and the authorisation table
+    (cellbed/runtime/authz.py), or plaintext by explicit choice, which also reports the health
+    service ``cellbed.insecure`` as SERVING.
     Returns (server, bound port, health servicer); the caller starts the server.
     """
-    server = grpc.aio.server()
+    security = security if security is not None else Security.insecure("")
+    server = security.server()
     names = []
     for add, servicer, name in services:
         add(servicer, server)
         names.append(name)
-    hs = health.aio.HealthServicer()
+    hs = CellHealth(insecure=security.is_insecure)
     health_pb2_grpc.add_HealthServicer_to_server(hs, server)
     names.append(health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
     reflection.enable(server, names)
-    port = server.add_insecure_port(address)
+    port = security.add_port(server, address)
     if port == 0:
         raise errors.Unavailable(f"cannot bind gRPC server on {address}")
     return server, port, hs
 
 
+class CellHealth(health.aio.HealthServicer):
+    """grpc.health.v1, and whether the server is plaintext: set_serving then also reports the
+    service ``cellbed.insecure`` as SERVING, so that a prober sees it at once."""
+
+    def __init__(self, insecure: bool) -> None:
+        super().__init__()
+        self.insecure = insecure
+
+
 async def set_serving(hs: health.aio.HealthServicer, names: Iterable[str]) -> None:
     for n in ["", *names]:
         await hs.set(n, health_pb2.HealthCheckResponse.SERVING)
+    if getattr(hs, "insecure", False):
+        await hs.set(INSECURE_HEALTH_SERVICE, health_pb2.HealthCheckResponse.SERVING)
 
 
 async def set_not_serving(hs: health.aio.HealthServicer, names: Iterable[str]) -> None:

@@ -1,0 +1,141 @@
+"""Transport security for every gRPC server and client: mutual TLS with the cell's CA, and the
+authorisation table (cellbed/domain/identity.py) enforced on every call by a server interceptor.
+
+``Security.mtls(cell, files)`` is the default everywhere; ``Security.insecure(cell)`` is plaintext,
+only by explicit choice (``insecure = true`` in a config, ``cell up --insecure``), and then loud:
+a warning at startup and the health service ``cellbed.insecure`` reported SERVING, so that
+``grpc_health_probe -service cellbed.insecure`` (or ``cellctl cell status``) shows it.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any, Awaitable, Callable
+
+import grpc
+
+from cellbed.domain.identity import Identity, authorize
+from cellbed.runtime.pki import TlsFiles, identity_of
+
+log = logging.getLogger(__name__)
+
+INSECURE_HEALTH_SERVICE = "cellbed.insecure"
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024   # a cell's largest honest message (a 12.5k-node cache sync) is far below
+
+
+@dataclasses.dataclass(frozen=True)
+class Security:
+    cell: str
+    tls: TlsFiles | None     # None: plaintext, chosen explicitly
+
+    @classmethod
+    def mtls(cls, cell: str, files: TlsFiles) -> "Security":
+        return cls(cell, files)
+
+    @classmethod
+    def insecure(cls, cell: str) -> "Security":
+        return cls(cell, None)
+
+    @property
+    def is_insecure(self) -> bool:
+        return self.tls is None
+
+    def channel_options(self) -> list[tuple[str, Any]]:
+        return [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+
+    def server(self) -> grpc.aio.Server:
+        """An asyncio server with the message limits and, under mTLS, the authorisation interceptor."""
+        icpt = [] if self.is_insecure else [Authorizer(self.cell)]
+        return grpc.aio.server(interceptors=icpt, options=self.channel_options())
+
+    def add_port(self, server: grpc.aio.Server, address: str) -> int:
+        if self.tls is None:
+            log.warning("gRPC on %s is PLAINTEXT and unauthenticated (insecure = true): anyone who reaches it "
+                        "can start, stop and migrate VMs", address)
+            return server.add_insecure_port(address)
+        ca, cert, key = self.tls.read()
+        creds = grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+        return server.add_secure_port(address, creds)
+
+    def channel(self, target: str) -> grpc.aio.Channel:
+        if self.tls is None:
+            return grpc.aio.insecure_channel(target, options=self.channel_options())
+        ca, cert, key = self.tls.read()
+        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        return grpc.aio.secure_channel(target, creds, options=self.channel_options())
+
+    def sync_channel(self, target: str) -> grpc.Channel:
+        if self.tls is None:
+            return grpc.insecure_channel(target, options=self.channel_options())
+        ca, cert, key = self.tls.read()
+        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        return grpc.secure_channel(target, creds, options=self.channel_options())
+
+
+def peer_identity(context: grpc.aio.ServicerContext) -> Identity | None:
+    """The caller's identity from its verified certificate (None on a plaintext connection)."""
+    pems = (context.auth_context() or {}).get("x509_pem_cert") or []
+    return identity_of(pems[0]) if pems else None
+
+
+class Authorizer(grpc.aio.ServerInterceptor):
+    """Checks every call against the authorisation table; a refusal is PERMISSION_DENIED naming
+    the role that is needed. The handler is wrapped, because the caller's certificate is known
+    only in the call's context."""
+
+    def __init__(self, cell: str) -> None:
+        self.cell = cell
+        self.denied = 0
+
+    async def intercept_service(self, continuation: Callable[..., Awaitable[grpc.RpcMethodHandler]],
+                                details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        method = details.method
+
+        async def check(context) -> None:
+            d = authorize(method, peer_identity(context), self.cell)
+            if not d.allowed:
+                self.denied += 1
+                log.info("denied %s", d.reason)
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, d.reason)
+
+        if handler.unary_unary:
+            async def uu(request, context):
+                await check(context)
+                return await handler.unary_unary(request, context)
+            return grpc.unary_unary_rpc_method_handler(uu, handler.request_deserializer, handler.response_serializer)
+        if handler.unary_stream:
+            async def us(request, context):
+                await check(context)
+                async for r in _aiter(handler.unary_stream(request, context)):
+                    yield r
+            return grpc.unary_stream_rpc_method_handler(us, handler.request_deserializer, handler.response_serializer)
+        if handler.stream_unary:
+            async def su(requests, context):
+                await check(context)
+                return await handler.stream_unary(requests, context)
+            return grpc.stream_unary_rpc_method_handler(su, handler.request_deserializer, handler.response_serializer)
+
+        async def ss(requests, context):
+            await check(context)
+            async for r in _aiter(handler.stream_stream(requests, context)):
+                yield r
+        return grpc.stream_stream_rpc_method_handler(ss, handler.request_deserializer, handler.response_serializer)
+
+
+async def _aiter(res):
+    """A streaming handler's result: an async generator, a coroutine that writes with
+    context.write(), or (sync servicers) a plain iterator."""
+    if asyncio.iscoroutine(res):
+        await res
+        return
+    if hasattr(res, "__aiter__"):
+        async for r in res:
+            yield r
+    else:
+        for r in res:
+            yield r
