@@ -18,11 +18,12 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 
 from cellbed.domain import errors
 from cellbed.cell.accel import probe
-from cellbed.cell import procs
+from cellbed.cell import megha as meghamod
+from cellbed.cell import libvirt_conf, procs
+from cellbed.cell import prom_sd
 from cellbed.cell import ssh as sshmod
 from cellbed.cell.iproute import check_subnet_free, ip
 from cellbed.cell.record import DEFAULT_STATE_ROOT, Recorder, down, load_state, state_dir
@@ -74,8 +75,9 @@ class CellPlan:
 
     @classmethod
     def build(cls, name: str, n_hosts: int, subnet: str, cpu_cores: list[float], mem_mib: list[int]) -> "CellPlan":
-        if not re.fullmatch(r"[a-z0-9]{1,6}", name):
-            raise errors.InvalidArgument(f"cell name {name!r}: allowed 1..6 lowercase letters or digits")
+        # Interface names hold at most 15 characters: the veth "cb<name>h<i>" (i up to 32) leaves 10.
+        if not re.fullmatch(r"[a-z0-9]{1,10}", name):
+            raise errors.InvalidArgument(f"cell name {name!r}: allowed 1..10 lowercase letters or digits")
         errors.check_range("hosts", n_hosts, 1, 32)
         try:
             net = ipaddress.ip_network(subnet)
@@ -107,53 +109,6 @@ def _preflight(guest_dir: str) -> None:
             raise errors.FailedPrecondition(f"guest image {guest_dir}/{f} is missing: run ./cellbed.sh setup")
 
 
-def _libvirt_files(hdir: str, h: HostPlan) -> None:
-    etc = os.path.join(hdir, "etc-libvirt")
-    for sub in ("etc-libvirt", "var-lib-libvirt/qemu/channel/cellbed", "var-log-libvirt/qemu",
-                "var-cache-libvirt/qemu", "logs"):
-        os.makedirs(os.path.join(hdir, sub), exist_ok=True)
-    with open(os.path.join(etc, "libvirtd.conf"), "w") as f:
-        f.write(f"""# Written by cellctl cell up for host {h.name}
-listen_tls = 0
-listen_tcp = 1
-listen_addr = "{h.address}"
-tcp_port = "16509"
-auth_tcp = "none"
-auth_unix_rw = "none"
-unix_sock_group = "root"
-host_uuid = "{uuid.uuid4()}"
-log_outputs = "3:stderr"
-""")
-    with open(os.path.join(etc, "qemu.conf"), "w") as f:
-        f.write(f"""# Written by cellctl cell up for host {h.name}
-user = "root"
-group = "root"
-dynamic_ownership = 0
-remember_owner = 0
-security_driver = "none"
-cgroup_controllers = [ ]
-namespaces = [ ]
-stdio_handler = "file"
-migration_host = "{h.address}"
-migration_address = "{h.address}"
-migration_port_min = 49152
-migration_port_max = 49215
-""")
-    # libvirtd refuses to start without a libvirt-qemu user: give the host its own copy.
-    with open("/etc/passwd") as f:
-        passwd = f.read()
-    with open("/etc/group") as f:
-        group = f.read()
-    if "\nlibvirt-qemu:" not in "\n" + passwd:
-        passwd += "libvirt-qemu:x:64055:64055:Libvirt Qemu:/var/lib/libvirt:/usr/sbin/nologin\n"
-    for g, gid in (("kvm", 64054), ("libvirt-qemu", 64055), ("libvirt", 64056)):
-        if f"\n{g}:" not in "\n" + group:
-            group += f"{g}:x:{gid}:\n"
-    for fn, content in (("passwd", passwd), ("group", group)):
-        with open(os.path.join(hdir, fn), "w") as f:
-            f.write(content)
-
-
 def health_ok(target: str, timeout: float = 2.0, service: str = "cellbed.v1.NodeAgent") -> bool:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -169,20 +124,22 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
        host_cpus: list[float] = (0.5,), host_mem_mib: list[int] = (1024,), root: str = DEFAULT_STATE_ROOT,
        guest_dir: str = DEFAULT_GUEST_DIR, monitor_period_s: float = 5.0, ready_timeout_s: float = 120.0,
        ssh: bool = False, bare: bool = False, san: dict | None = None,
-       host_attributes: list[dict] | None = None) -> dict:
+       host_attributes: list[dict] | None = None, megha: dict | None = None) -> dict:
     """*ssh*: an sshd on every host (cellbed/cell/ssh.py); *bare* (needs *ssh*): hosts without
     libvirtd, node daemon or mosquitto, for a playbook to provision. *san*: run MASB — a broker
     agent (cellbed-broker) on the bridge and a SAN agent in every node daemon, with these
-    SanConfig overrides. *host_attributes*: machine properties per host (constraints match them)."""
+    SanConfig overrides. *host_attributes*: machine properties per host (constraints match them).
+    *megha*: {"gms", "lms", "standby"}: GMs and LMs under a supervisor (cellbed/cell/megha.py)."""
     plan = CellPlan.build(name, n_hosts, subnet, list(host_cpus), list(host_mem_mib))
     if host_attributes is not None and len(host_attributes) != n_hosts:
         raise errors.InvalidArgument(f"host_attributes has {len(host_attributes)} entries: give one per host ({n_hosts})")
     if bare and not ssh:
         raise errors.InvalidArgument("bare hosts are only reachable over SSH: give ssh=True (--ssh) with bare")
+    mplan = meghamod.plan(megha, [h.name for h in plan.hosts], bare=bare) if megha is not None else None
     choice = probe(accel)
     sdir = state_dir(name, root)
     if load_state(name, root) is not None:
-        raise errors.AlreadyExists(f"cell {name!r} already exists ({sdir}); run `cellctl cell down --name {name}` first")
+        raise errors.AlreadyExists(f"cell {name!r} already exists ({sdir}); run `cellctl --cell {name} cell down` first")
     if not bare:
         _preflight(guest_dir)
     if ssh and sshmod.preflight():
@@ -209,9 +166,15 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
                 raise errors.DeadlineExceeded(f"sshd not listening after {ready_timeout_s:.0f} s on "
                                               f"{', '.join(late)} (logs in {sdir}/<host>/logs/sshd.log)")
         _wait_serving(sdir, plan, ready_timeout_s, bare=bare, brokers=brokers)
+        if mplan is not None:   # after the node daemons serve: the LMs discover their hosts at start
+            meghamod.wait_serving(meghamod.start(rec, sdir, mplan, name, plan.bridge_address, rec.state["hosts"],
+                                                 sorted({"host", *(k for a in host_attributes or [] for k in a)})),
+                                  ready_timeout_s, health_ok)
     except BaseException:
-        log.error("cell up failed; the recorded resources stay for `cellctl cell down --name %s`", name)
+        log.error("cell up failed; the recorded resources stay for `cellctl --cell %s cell down`", name)
         raise
+    # every agent's /metrics, for Prometheus' file_sd_configs (cellbed/cell/prom_sd.py)
+    rec.state["prometheus_file_sd"] = prom_sd.write_file_sd(sdir, rec.state.setdefault("metrics_targets", []))
     rec.state["up_seconds"] = round(time.monotonic() - t0, 2)
     rec.flush()
     return rec.state
@@ -286,13 +249,16 @@ def _start_broker(rec: Recorder, sdir: str, plan: CellPlan, peers_file: str) -> 
     with open(conf, "w") as f:
         f.write(f'name = "ba1"\naddress = "{plan.bridge_address}"\ngrpc_port = {BROKER_PORT}\ncell = "{plan.name}"\n'
                 f'mqtt_host = "{plan.bridge_address}"\nmqtt_port = {MQTT_PORT}\npeers_file = "{peers_file}"\n'
-                f'decision_log = "{os.path.join(sdir, "broker-decisions.jsonl")}"\n')
+                f'decision_log = "{os.path.join(sdir, "broker-decisions.jsonl")}"\n'
+                f'metrics_port = {prom_sd.BROKER_METRICS_PORT}\n')
     res = rec.add(kind="process", name="broker")
     p = subprocess.Popen([sys.executable, "-m", "cellbed.broker.main", "--config", conf],
                          stdout=open(os.path.join(sdir, "broker.log"), "ab"), stderr=subprocess.STDOUT,
                          start_new_session=True)
     res.update(procs.proc_identity(p.pid))
     rec.state["broker"] = f"{plan.bridge_address}:{BROKER_PORT}"
+    prom_sd.add_target(rec.state, "broker", plan.bridge_address, prom_sd.BROKER_METRICS_PORT, agent="ba1",
+                       cell=plan.name)
     rec.flush()
     return f"ba1={plan.bridge_address}:{BROKER_PORT}"
 
@@ -303,7 +269,7 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
              attributes: dict | None = None) -> None:
     hdir = os.path.join(sdir, h.name)
     os.makedirs(hdir, exist_ok=True)
-    _libvirt_files(hdir, h)
+    libvirt_conf.write_host_files(hdir, h.name, h.address)
     rec.add(kind="netns", name=h.netns)
     ip("netns", "add", h.netns)
     rec.add(kind="link", name=h.veth)
@@ -322,9 +288,12 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
                      guest_dir=guest_dir, state_dir=os.path.join(hdir, "node"), peers_file=peers_file,
                      cgroup=cg_rel, monitor_period_s=monitor_period_s, mqtt_host=plan.bridge_address,
                      mqtt_port=MQTT_PORT, cell=plan.name, brokers=brokers, san=dict(san or {}),
-                     attributes={"host": h.name, **(attributes or {})}).validate()
+                     attributes={"host": h.name, **(attributes or {})},
+                     metrics_port=prom_sd.NODE_METRICS_PORT).validate()
     with open(os.path.join(hdir, "node.toml"), "w") as f:
         f.write(to_toml(cfg))
+    if not bare:
+        prom_sd.add_target(rec.state, "node", h.address, prom_sd.NODE_METRICS_PORT, host=h.name, cell=plan.name)
     procs_files = [os.path.join(p, "cgroup.procs") for p in dict.fromkeys(cg.paths.values())]
     extra = sshmod.prepare_host(sdir, hdir, h.name, h.address, bare) if ssh else {}
     with open(os.path.join(hdir, "host.json"), "w") as f:

@@ -9,6 +9,7 @@ import shutil
 
 from cellbed.cell import procs
 from cellbed.cell.iproute import ip, link_exists, netns_exists
+from cellbed.cell.supervise import read_pids
 from cellbed.runtime.cgroups import HostCgroup, remove_empty_parents
 
 DEFAULT_STATE_ROOT = os.environ.get("CELLBED_STATE_ROOT", "/var/lib/cellbed/cells")
@@ -54,6 +55,13 @@ def _host_pids(hdir: str) -> dict:
 
 
 def _remove_process(res: dict, removed: list[str]) -> None:
+    if "pids_file" in res:   # a supervisor (cellbed/cell/supervise.py): it first, then what it left running
+        if "pid" in res and procs.stop(res, timeout_s=30):
+            removed.append(f"process {res['name']} {res['pid']}")
+        for name, ident in read_pids(res["pids_file"]).get("processes", {}).items():
+            if procs.stop(ident, timeout_s=10):
+                removed.append(f"process {name} {ident['pid']}")
+        return
     if "host_dir" in res:
         hp = _host_pids(res["host_dir"])
         if "hostinit" in hp and procs.stop(hp["hostinit"], timeout_s=40):  # orderly: domains, libvirtd

@@ -7,6 +7,7 @@ import os
 import tomllib
 
 from cellbed.cell import cell as cellmod
+from cellbed.cell import megha as meghamod
 from cellbed.cell.ssh import inventory, inventory_yaml
 from cellbed.cli.common import Cell, emit, table
 from cellbed.daemon.san import SanConfig
@@ -15,14 +16,29 @@ from cellbed.domain import errors
 
 def cmd_cell_up(args) -> None:
     st = cellmod.up(args.cell, args.hosts, accel=args.accel, subnet=args.subnet,
-                    host_cpus=[float(x) for x in args.host_cpus.split(",")],
-                    host_mem_mib=[int(x) for x in args.host_mem_mib.split(",")], root=args.state_root,
+                    host_cpus=args.host_cpus, host_mem_mib=args.host_mem_mib, root=args.state_root,
                     monitor_period_s=args.monitor_period_s, ssh=args.ssh or args.bare, bare=args.bare,
-                    san=_san_overrides(args.san_set) if args.san else None)
+                    san=_san_overrides(args.san_set) if args.san else None, megha=_megha_options(args))
     rows = [{"host": h, **{k: v for k, v in d.items() if k != "netns"}} for h, d in st["hosts"].items()]
     emit(args, st, f"cell {st['name']} up in {st['up_seconds']} s; accel {st['accel']} ({st['accel_reason']}); "
                    f"mqtt {st['mqtt']}\n" + table(rows, ["host", "address", "grpc_port", "cpu_cores", "mem_mib"])
-                   + (f"\nssh: ssh -F {st['ssh']['config']} {next(iter(st['hosts']))}" if st.get("ssh") else ""))
+                   + (f"\nssh: ssh -F {st['ssh']['config']} {next(iter(st['hosts']))}" if st.get("ssh") else "")
+                   + (_megha_text(st["megha"]) if st.get("megha") else ""))
+
+
+def _megha_options(args) -> dict | None:
+    """--megha [--gms N] [--lms M] [--standby] (cellbed/cell/megha.py checks the ranges)."""
+    if not getattr(args, "megha", False):
+        return None
+    return {"gms": getattr(args, "gms", 1), "lms": getattr(args, "lms", 1), "standby": getattr(args, "standby", False)}
+
+
+def _megha_text(m: dict) -> str:
+    lms = "; ".join(f"{lm} on {','.join(hosts)}: " + ", ".join(f"{i} {m['lms'][i]}" for i in m["instances"][lm])
+                    for lm, hosts in m["partitions"].items())
+    return (f"\nmegha: {', '.join(f'{g} {a}' for g, a in m['gms'].items())}; {lms}; "
+            f"users {', '.join(f'{u} ({g})' for u, g in m['users'].items())}\n"
+            f"controller config {m['controller']} (used by submit, task, gm, lm and queues)")
 
 
 def _san_overrides(items: list[str]) -> dict:
@@ -66,7 +82,10 @@ async def cmd_cell_status(args) -> None:
         ok = await asyncio.to_thread(cellmod.health_ok, target)
         rows.append({"host": h, "address": target, "health": "SERVING" if ok else "NOT SERVING",
                      "cpu_cores": d["cpu_cores"], "mem_mib": d["mem_mib"]})
-    emit(args, {"cell": c.name, "accel": c.state["accel"], "hosts": rows},
+    m = c.state.get("megha")
+    agents = await asyncio.to_thread(meghamod.status_rows, m, cellmod.health_ok) if m else []
+    emit(args, {"cell": c.name, "accel": c.state["accel"], "hosts": rows, **({"megha": agents} if m else {})},
          f"cell {c.name}: accel {c.state['accel']}, mqtt {c.state['mqtt']}\n"
-         + table(rows, ["host", "address", "health", "cpu_cores", "mem_mib"]))
+         + table(rows, ["host", "address", "health", "cpu_cores", "mem_mib"])
+         + ("\n" + table(agents, ["agent", "address", "health", "pid", "restarts", "hosts"]) if m else ""))
 

@@ -1,7 +1,9 @@
 """cellctl commands for Megha: `submit`, `task`, `gm view`, `lm partitions` and `queues`.
 
 The agents are found through the controller's TOML (--controller, default $CELLBED_CONTROLLER
-or ./controller.toml), or named directly with --gm / --lm HOST:PORT.
+or ./controller.toml, else the one `cellctl cell up --megha` wrote for the cell named by --cell),
+or named directly with --gm / --lm HOST:PORT. Without --user, a task is the user "default"'s when
+the config has a queue for it (a cell brought up with --megha has).
 """
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import math
 import os
 import re
 
+from cellbed.cell.record import load_state
+from cellbed.cell.megha import DEFAULT_USER
 from cellbed.cli import common
 from cellbed.controller.megha.config import ControllerConfig
 from cellbed.domain import errors, wire
@@ -42,16 +46,32 @@ class Targets:
     def __init__(self, args) -> None:
         self.args = args
         self.cfg = None
-        path = getattr(args, "controller", "") or os.environ.get("CELLBED_CONTROLLER", "") or "controller.toml"
+        path = getattr(args, "controller", "") or os.environ.get("CELLBED_CONTROLLER", "")
+        if not path:
+            path = "controller.toml"
+            if not (os.path.exists(path) or getattr(args, "gm", "") or getattr(args, "lm", "")):
+                path = self._cell_config(args) or path
         if os.path.exists(path):
             self.cfg = ControllerConfig.load(path)
         self.path = path
         self.t = GrpcTransport(lambda n: n, RealClock())
 
+    @staticmethod
+    def _cell_config(args) -> str:
+        """The controller config recorded by `cellctl cell up --megha` for the cell args.cell, or ""."""
+        st = load_state(getattr(args, "cell", ""), args.state_root) if getattr(args, "cell", "") else None
+        return (st or {}).get("megha", {}).get("controller", "")
+
     def _need(self, what: str):
         if self.cfg is None:
-            raise errors.NotFound(f"no controller config at {self.path}: give --controller PATH or --{what} HOST:PORT")
+            raise errors.NotFound(f"no controller config at {self.path}: give --controller PATH or --{what} HOST:PORT, "
+                                  f"or bring the cell up with `cellctl cell up --megha`")
         return self.cfg
+
+    def default_user(self) -> str:
+        """The user of a task submitted without --user: "default" if the config has its queue."""
+        has = self.cfg is not None and any(q.user == DEFAULT_USER for q in self.cfg.queues)
+        return DEFAULT_USER if has else ""
 
     def gms(self) -> list[tuple[str, str]]:
         if getattr(self.args, "gm", ""):
@@ -104,14 +124,15 @@ async def cmd_submit(args) -> None:
         if not (math.isfinite(v) and v > 0):
             raise errors.InvalidArgument(f"{name}={v!r} is out of range: allowed > 0 {unit}")
     cons = [parse_constraint(c) for c in args.constraint]
-    task = meghapb.MeghaTask(name=args.name, user=args.user, request=wire.resources(args.cpu, args.mem),
-                         constraints=wire.constraints_pb(cons), production=args.production,
-                         priority=args.priority if args.priority is not None else (10 if args.production else 0),
-                         duration_s=args.duration_s, vcpus=args.vcpus,
-                         workload=npb.Workload(cpu_load=args.cpu_load, wss_mib=args.wss_mib))
     tg = Targets(args)
     try:
-        r = await tg.call(tg.gm_for(args.user), "GlobalMaster/Submit",
+        user = args.user or tg.default_user()
+        priority = args.priority if args.priority is not None else (10 if args.production else 0)
+        task = meghapb.MeghaTask(name=args.name, user=user, request=wire.resources(args.cpu, args.mem),
+                                 constraints=wire.constraints_pb(cons), production=args.production, priority=priority,
+                                 duration_s=args.duration_s, vcpus=args.vcpus,
+                                 workload=npb.Workload(cpu_load=args.cpu_load, wss_mib=args.wss_mib))
+        r = await tg.call(tg.gm_for(user), "GlobalMaster/Submit",
                           meghapb.SubmitRequest(task=task, wait_s=args.wait_s), timeout=args.wait_s + 15)
     finally:
         await tg.close()

@@ -1,0 +1,56 @@
+"""The cell's metrics targets and the Prometheus file_sd file that lists them (issue 15).
+
+Every agent process of a cell serves ``/metrics`` (``cellbed.runtime.prom``): the node daemons on
+their host's address, port 9464; the broker on the bridge address, port 9465; the Megha
+controllers where the cell's Megha hook puts them. ``up`` records each one in
+``state["metrics_targets"]`` as {"job", "target", "labels"} and, at its end, writes
+``<state dir>/prometheus-targets.json`` in the format of Prometheus' ``file_sd_configs``:
+
+    [{"targets": ["10.231.15.11:9464"], "labels": {"job": "node", "host": "h1", "cell": "pm"}}, ...]
+
+The ``job`` label of a target group takes the place of the scrape job's name, so one scrape job
+over this file gives ``up{job="node"}``, ``up{job="broker"}``, ... Prometheus re-reads the file
+when it changes; it is replaced atomically (rename), so a reader never sees half of it.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+NODE_METRICS_PORT = 9464       # cellbed-node, on the host's namespace address
+BROKER_METRICS_PORT = 9465     # cellbed-broker, on the bridge address
+FILE_SD_NAME = "prometheus-targets.json"
+JOBS = ("node", "broker", "gm", "lm", "controller")
+
+
+def add_target(state: dict, job: str, address: str, port: int, **labels: str) -> dict:
+    """Record one agent's metrics endpoint in the cell's state."""
+    if job not in JOBS:
+        raise ValueError(f"metrics job {job!r}: allowed {', '.join(JOBS)}")
+    t = {"job": job, "target": f"{address}:{port}", "labels": {k: str(v) for k, v in labels.items()}}
+    state.setdefault("metrics_targets", []).append(t)
+    return t
+
+
+def file_sd_groups(targets: list[dict]) -> list[dict]:
+    """file_sd target groups: targets with the same labels (job included) share one group, in the
+    order they were recorded."""
+    groups: dict[str, dict] = {}
+    for t in targets:
+        labels = {"job": t["job"], **t.get("labels", {})}
+        key = json.dumps(labels, sort_keys=True)
+        g = groups.setdefault(key, {"targets": [], "labels": labels})
+        if t["target"] not in g["targets"]:
+            g["targets"].append(t["target"])
+    return list(groups.values())
+
+
+def write_file_sd(sdir: str, targets: list[dict]) -> str:
+    """Write (atomically) the file_sd file of *targets* into the cell's state folder; its path."""
+    path = os.path.join(sdir, FILE_SD_NAME)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(file_sd_groups(targets), f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
