@@ -1,0 +1,74 @@
+"""The chaos campaign's invariant checker can fail (issue 12, acceptance 1): each test plants one
+violation in an otherwise healthy synthetic history and requires the checker to name exactly it."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from cellbed.experiment.chaos_checker import (Domain, Guest, Record, Reservation, Snapshot, check,
+                                              check_history)
+
+VMS = ["a", "b"]
+
+
+def healthy(step="s1", hb=10) -> Snapshot:
+    """a migrated h1 -> h2 (succeeded); b stays on h1 after an aborted migration."""
+    return Snapshot(
+        step=step,
+        libvirt={"h1": [Domain("b", "u-b")], "h2": [Domain("a", "u-a")]},
+        daemons={"h1": ["b"], "h2": ["a"]},
+        guests={"a": Guest("boot-a", hb), "b": Guest("boot-b", hb)},
+        records=[Record("m1", "a", "h1", "h2", "succeeded"), Record("m2", "b", "h1", "h2", "aborted")],
+        started=["m1", "m2"],
+        reservations=[],
+        found={"qemu:11", "qemu:12", "netns:cb-c-h1"}, recorded={"qemu:11", "qemu:12", "netns:cb-c-h1"})
+
+
+def kinds(vs) -> list[tuple[str, str]]:
+    return sorted((v.kind, v.subject) for v in vs)
+
+
+def test_a_healthy_history_has_no_violation():
+    assert check_history([healthy("s1", 10), healthy("s2", 11)], VMS) == []
+
+
+PLANTED = [
+    # name, how to break the healthy snapshot, the violations that must be named
+    ("orphaned VM", lambda s: s.daemons.update(h2=[]), [("orphaned", "a")]),
+    ("duplicated VM", lambda s: s.libvirt["h1"].append(Domain("a", "u-a")), [("duplicated", "a")]),
+    ("duplicated listing", lambda s: s.daemons["h1"].append("a"), [("duplicated", "a")]),
+    ("lost VM", lambda s: (s.libvirt.update(h2=[]), s.daemons.update(h2=[])), [("lost", "a")]),
+    ("missing record", lambda s: s.records.pop(0), [("missing_record", "m1")]),
+    ("duplicate record", lambda s: s.records.append(Record("m1", "a", "h1", "h2", "failed")),
+     [("duplicate_record", "m1")]),
+    ("outcome contradicts location", lambda s: s.records.__setitem__(
+        1, dataclasses.replace(s.records[1], outcome="succeeded")), [("outcome_contradicts_location", "m2")]),
+    ("failed but moved", lambda s: s.records.__setitem__(0, dataclasses.replace(s.records[0], outcome="failed")),
+     [("outcome_contradicts_location", "m1")]),
+    ("leaked reservation", lambda s: s.reservations.append(Reservation("h2", "b", "m2")),
+     [("leaked_reservation", "h2/b")]),
+    ("bad page", lambda s: s.guests.update(a=Guest("boot-a", 11, bad_pages=3)), [("bad_pages", "a")]),
+    ("VM nobody started", lambda s: s.libvirt["h2"].append(Domain("zz", "u-z")), [("orphaned", "zz")]),
+    ("unrecorded QEMU", lambda s: s.found.add("qemu:99"), [("unrecorded_resource", "qemu:99")]),
+    ("listed, not running", lambda s: s.libvirt.update(h2=[Domain("a", "u-a", running=False)]),
+     [("unlisted", "a")]),
+    ("runs here, listed there", lambda s: (s.daemons.update(h2=[]), s.daemons["h1"].append("a")),
+     [("misplaced", "a")]),
+]
+
+
+@pytest.mark.parametrize("name,plant,want", PLANTED, ids=[p[0] for p in PLANTED])
+def test_each_planted_violation_is_named(name, plant, want):
+    s = healthy("s2", 11)
+    plant(s)
+    got = check(s, VMS)
+    assert kinds(got) == sorted(want), [str(v) for v in got]
+    assert all(v.step == "s2" and v.detail for v in got)
+
+
+def test_history_catches_a_stalled_heartbeat_and_a_reboot():
+    s1, s2 = healthy("s1", 10), healthy("s2", 10)
+    s2.guests["b"] = Guest("boot-b2", 50)
+    got = check_history([s1, s2], VMS)
+    assert kinds(got) == [("boot_id_changed", "b"), ("heartbeat_stalled", "a")]
