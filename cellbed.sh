@@ -10,7 +10,8 @@ VENV=$ROOT/.venv
 APT_PKGS=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev pkg-config mosquitto
           iproute2 util-linux busybox-static gcc libc6-dev python3-dev python3-venv gzip xz-utils zstd
           mount procps
-          python3 openssh-server openssh-client supervisor python3-apt python3-debian debootstrap e2fsprogs)
+          python3 openssh-server openssh-client supervisor python3-apt python3-debian debootstrap e2fsprogs
+          prometheus)
 BPO_PKGS=(qemu-system-x86 qemu-utils)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -40,10 +41,53 @@ SRC
   if [ ${#missing[@]} -gt 0 ]; then
     say "Installing Debian packages: ${missing[*]}"
     [ $updated = 1 ] || apt-get update -q
-    apt-get install -y -q --no-install-recommends "${APT_PKGS[@]}"
+    local base=() p
+    for p in "${APT_PKGS[@]}"; do [ "$p" = prometheus ] || base+=("$p"); done
+    apt-get install -y -q --no-install-recommends "${base[@]}"
     apt-get install -y -q --no-install-recommends -t bookworm-backports "${BPO_PKGS[@]}"
+    without_service_starts apt-get install -y -q --no-install-recommends prometheus
   fi
+  prometheus_service_off
   # The kernel package for the guest is fetched by guest/build.sh with apt-get download.
+}
+
+# Runs "$@" (one apt-get install) under a policy-rc.d that refuses every service start; the
+# policy-rc.d that was there, if any, is put back afterwards (also by the next run, after a crash).
+without_service_starts() {
+  local policy=/usr/sbin/policy-rc.d saved=/usr/sbin/policy-rc.d.cellbed-saved rc=0
+  if [ -e "$policy" ] && [ ! -e "$saved" ]; then mv "$policy" "$saved"; fi
+  printf '#!/bin/sh\n# Written by cellbed.sh for one apt-get install, and removed after it.\nexit 101\n' > "$policy"
+  chmod 755 "$policy"
+  "$@" || rc=$?
+  if [ -e "$saved" ]; then mv -f "$saved" "$policy"; else rm -f "$policy"; fi
+  return $rc
+}
+
+# Debian's prometheus package comes with a service that listens on every interface (:9090).
+# Cellbed runs Prometheus itself (its tests; the Ansible role, on its own address), so the
+# packaged service must be neither running nor enabled: with systemd as PID 1, disable --now;
+# without it, no init script start links, no unit enabled for a later systemd boot, and no
+# process started by the init script.
+prometheus_service_off() {
+  [ -e /lib/systemd/system/prometheus.service ] || [ -e /etc/init.d/prometheus ] || return 0
+  if [ -d /run/systemd/system ]; then
+    if systemctl is-enabled --quiet prometheus.service 2>/dev/null || systemctl is-active --quiet prometheus.service; then
+      say "Stopping and disabling the packaged prometheus service (it listens on every interface)"
+      systemctl disable --now prometheus.service
+    fi
+    return 0
+  fi
+  if compgen -G '/etc/rc[2-5].d/S??prometheus' >/dev/null; then
+    say "Disabling the packaged prometheus init script (it would listen on every interface)"
+    update-rc.d prometheus disable >/dev/null
+  fi
+  if [ -e /etc/systemd/system/multi-user.target.wants/prometheus.service ]; then
+    deb-systemd-helper disable prometheus.service >/dev/null
+  fi
+  if [ -s /run/prometheus/prometheus.pid ] && kill -0 "$(cat /run/prometheus/prometheus.pid)" 2>/dev/null; then
+    say "Stopping the prometheus that the packaged init script started"
+    /etc/init.d/prometheus stop
+  fi
 }
 
 venv_setup() {

@@ -11,6 +11,7 @@ import logging
 import numpy as np
 
 from cellbed.domain import errors, wire
+from cellbed.domain import wire_checks as check
 from cellbed.domain.topics import report_topic
 from cellbed.runtime.clock import Clock
 from cellbed.runtime.decisions import DecisionLog
@@ -67,9 +68,27 @@ class BrokerAgent:
 
     # --- cache --------------------------------------------------------------------------
     def on_report(self, topic: str, r: masbpb.NodeReport) -> None:
+        """A node's report (the MQTT handler; ReportNodeState checks first): one that fails the
+        checks is dropped, and counted under ``reports_dropped_<reason>``."""
         self.counters["reports"] += 1
+        if not self._valid(r, "reports"):
+            return
         if self.cache.update(r):
             self.counters["reports_stored"] += 1
+
+    def check_report(self, r: masbpb.NodeReport, field: str = "report") -> None:
+        """InvalidArgument unless *r* may enter the cache (wire_checks.node_report at this broker's
+        clock and max_clock_skew_s)."""
+        check.node_report(field, r, self.clock.now(), self.params.max_clock_skew_s)
+
+    def _valid(self, r: masbpb.NodeReport, what: str) -> bool:
+        try:
+            self.check_report(r)
+        except errors.InvalidArgument as e:
+            self.counters[f"{what}_dropped_{e.reason}"] += 1
+            log.info("%s: dropped a node report: %s", self.name, e)
+            return False
+        return True
 
     async def _housekeeping(self) -> None:
         while True:
@@ -90,7 +109,7 @@ class BrokerAgent:
         """Pairwise sync: send ours, store what the peer has newer. Returns entries taken."""
         reply = await self.transport.request(peer, "BrokerAgent/SyncCache", masbpb.SyncCacheRequest(
             broker=self.name, entries=self.cache.entries()), timeout=10.0)
-        taken = sum(self.cache.update(r) for r in reply.entries)
+        taken = sum(self.cache.update(r) for r in reply.entries if self._valid(r, "sync_entries"))
         self.counters["syncs"] += 1
         self.counters["sync_entries_taken"] += taken
         return taken
@@ -205,22 +224,24 @@ class BrokerServicer(masbpbg.BrokerAgentServicer):
 
     @handles_errors
     async def ReportNodeState(self, request, context):
-        if not request.report.host:
-            raise errors.InvalidArgument("report.host must be set")
+        self.agent.check_report(request.report)
         self.agent.on_report("grpc", request.report)
         return masbpb.ReportNodeStateResponse(cache_size=len(self.agent.cache))
 
     @handles_errors
     async def GetCandidateNodes(self, request, context):
+        check.get_candidate_nodes(request)
         return self.agent.get_candidates(request)
 
     @handles_errors
     async def AllocateTask(self, request, context):
+        check.allocate_task(request)
         return await self.agent.allocate(request)
 
     @handles_errors
     async def SyncCache(self, request, context):
         a = self.agent
+        check.sync_cache(request, a.clock.now(), a.params.max_clock_skew_s)
         theirs = {r.host: r.sampled_unix_s for r in request.entries}
         accepted = sum(a.cache.update(r) for r in request.entries)
         newer = [r for r in a.cache.entries() if r.sampled_unix_s > theirs.get(r.host, -1.0)]

@@ -1,14 +1,17 @@
 """cellbed-broker: a MASB Broker Agent over gRPC (+ MQTT for node reports)."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 
 from cellbed import assembly
+from cellbed.broker.prom import BrokerCollector
 from cellbed.domain.config import check_keys, dataclass_from, field_names, load_toml
 from cellbed.domain.errors import check_range
 from cellbed.policy.masb.broker_select import BrokerParams
-from cellbed.runtime import rpc
+from cellbed.runtime import prom, rpc
+from cellbed.runtime.authz import security_from
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.decisions import DecisionLog
 from cellbed.runtime.grpc_transport import GrpcTransport
@@ -24,6 +27,7 @@ class BrokerConfig:
     name: str = "ba1"
     address: str = "127.0.0.1"
     grpc_port: int = 50061                 # 0 = pick a free port
+    metrics_port: int = 0                  # Prometheus /metrics on address:metrics_port; 0 = off
     cell: str = "cell"
     mqtt_host: str = ""                    # node reports arrive over MQTT; "" = gRPC reports only
     mqtt_port: int = 1883
@@ -33,11 +37,16 @@ class BrokerConfig:
     seed: int = 0
     decision_log: str = ""
     params: dict = dataclasses.field(default_factory=dict)   # BrokerParams overrides
+    tls_ca: str = ""                       # the cell CA's certificate (mTLS for gRPC and MQTT)
+    tls_cert: str = ""                     # this broker's certificate (cellbed://<cell>/broker/<name>)
+    tls_key: str = ""
+    insecure: bool = False                 # plaintext: only by explicit choice
 
     @classmethod
     def load(cls, path: str) -> "BrokerConfig":
         cfg = dataclass_from(cls, load_toml(path), path)
         check_range("grpc_port", cfg.grpc_port, 0, 65535)
+        check_range("metrics_port", cfg.metrics_port, 0, 65535)
         check_range("sync_period_s", cfg.sync_period_s, 0.01, 86400, "s")
         cfg.broker_params()
         return cfg
@@ -59,19 +68,27 @@ async def serve(cfg: BrokerConfig) -> None:
     clock = RealClock()
     peers = cfg.peer_targets()
     hosts = PeerDirectory(cfg.peers_file)
+    security = security_from(cfg.cell, cfg.tls_ca, cfg.tls_cert, cfg.tls_key, cfg.insecure, f"broker {cfg.name}")
     transport = GrpcTransport(lambda n: peers.get(n) or hosts.get(n).target, clock, cfg.mqtt_host, cfg.mqtt_port,
-                              name=cfg.name)
+                              name=cfg.name, security=security)
     env = assembly.real_env(clock, lambda name: transport, seed=cfg.seed)
     agent, servicer = assembly.build_broker(env, cfg.name, params=cfg.broker_params(), peers=list(peers),
                                             cell=cfg.cell, sync_period_s=cfg.sync_period_s,
                                             decisions=DecisionLog(cfg.decision_log, clock=clock, who=cfg.name))
     server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}", [
-        (masbpbg.add_BrokerAgentServicer_to_server, servicer, SERVICE)])
+        (masbpbg.add_BrokerAgentServicer_to_server, servicer, SERVICE)], security=security)
     await server.start()
     await agent.start(subscribe=bool(cfg.mqtt_host))
+    exporter = None
+    if cfg.metrics_port:   # on the broker's address; HTTPS for cell certificates, unless the broker is insecure
+        exporter = prom.Exporter(cfg.address, cfg.metrics_port,
+                                 [BrokerCollector(agent, prom.OnLoop(asyncio.get_running_loop()))], tls=security.tls)
+        exporter.start()
     await rpc.set_serving(health, [SERVICE])
     log.info("broker %s serving on %s:%d", cfg.name, cfg.address, port)
     await rpc.wait_for_signal()
+    if exporter is not None:
+        exporter.stop()
     await server.stop(grace=2)
     await agent.stop()
     await transport.close()

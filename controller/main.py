@@ -20,9 +20,13 @@ from cellbed import assembly
 from cellbed.controller.megha.config import ControllerConfig
 from cellbed.controller.megha.gm import GlobalMaster
 from cellbed.controller.megha.lm import LocalMaster
+from cellbed.controller.megha.prom import ControllerCollector, metrics_address
 from cellbed.controller.megha.queues import FileQueueStore
-from cellbed.domain.errors import CellbedError, InvalidArgument
-from cellbed.runtime import rpc
+from cellbed.domain.errors import CellbedError, FailedPrecondition, InvalidArgument
+from cellbed.domain.identity import Role
+from cellbed.runtime.authz import Security, security_from
+from cellbed.runtime.pki import identity_of
+from cellbed.runtime import prom, rpc
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg
@@ -64,6 +68,7 @@ class Controller:
         if unknown:
             raise InvalidArgument(f"--only {', '.join(unknown)}: not in the config; agents are {', '.join(sorted(names))}")
         self.only = only or names
+        self.security = self._security(cfg)
         self.book = dict(cfg.agents)
         self.book.update(cfg.hosts)
         self.clock = RealClock()
@@ -75,8 +80,30 @@ class Controller:
         self.model_hosts = []
         self.store = None
 
+    def _security(self, cfg: ControllerConfig) -> Security:
+        """The process's identity. A certificate names one role, so under mTLS a process runs the
+        agents of one role only (the cell runs one agent per process, with --only)."""
+        cert, key = cfg.tls_cert, cfg.tls_key
+        if "{agent}" in cert + key:   # one config for a cell's processes: each names its own files
+            if len(self.only) != 1:
+                raise FailedPrecondition(f"tls_cert {cert!r} names {{agent}}: run one agent per process (--only NAME)")
+            (agent,) = self.only
+            role = (Role.GM if agent in cfg.gms else Role.LM).value
+            cert, key = (x.replace("{agent}", agent).replace("{role}", role) for x in (cert, key))
+        sec = security_from(cfg.cell, cfg.tls_ca, cert, key, cfg.insecure,
+                            f"controller ({', '.join(sorted(self.only))})")
+        if sec.tls is not None:
+            who = identity_of(sec.tls.read()[1])
+            roles = {Role.GM if n in cfg.gms else Role.LM for n in self.only}
+            if who is None or {who.role} != roles:
+                raise FailedPrecondition(
+                    f"tls_cert {cert}: identity {who} cannot act as {', '.join(sorted(r.value for r in roles))} "
+                    f"for {', '.join(sorted(self.only))}: give each role its own process (--only) and certificate")
+        return sec
+
     def _grpc(self, name: str) -> GrpcTransport:
-        t = GrpcTransport(lambda n: self.book[n], self.clock, self.cfg.mqtt_host, self.cfg.mqtt_port, name=name)
+        t = GrpcTransport(lambda n: self.book[n], self.clock, self.cfg.mqtt_host, self.cfg.mqtt_port, name=name,
+                          security=self.security)
         self.transports.append(t)
         return t
 
@@ -90,7 +117,7 @@ class Controller:
 
     async def _serve(self, name: str, add, servicer, service: str):
         address = self.book[name]
-        server, port, health = rpc.create_server(address, [(add, servicer, service)])
+        server, port, health = rpc.create_server(address, [(add, servicer, service)], security=self.security)
         await server.start()
         host = address.rsplit(":", 1)[0]
         self.book[name] = f"{host}:{port}"
@@ -145,12 +172,20 @@ class Controller:
 async def run(cfg: ControllerConfig, only: set[str] | None) -> None:
     c = Controller(cfg, only)
     await c.start()
+    exporter = None
+    if cfg.metrics_port:   # one per process; HTTPS for cell certificates, unless the controller is insecure
+        exporter = prom.Exporter(metrics_address(cfg.agents, [*c.gms, *c.lms]), cfg.metrics_port,
+                                 [ControllerCollector(c.gms, c.lms, prom.OnLoop(asyncio.get_running_loop()))],
+                                 tls=c.security.tls)
+        exporter.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("stopping")
+    if exporter is not None:
+        exporter.stop()
     await c.stop()
 
 

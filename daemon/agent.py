@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import os
 from collections import deque
 from typing import AsyncIterator
@@ -202,6 +203,33 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         for k in remove:
             self.cfg.attributes.pop(k, None)
         self.host_sample.ClearField("attributes")
+
+    def update_capacity(self, cpu_cores: float, mem_mib: int) -> None:
+        """Change this host's capacity (a trace's machine UPDATE); the view follows. VMs already
+        here stay: a host left over capacity is overloaded, which is the SAN's business."""
+        self.cfg = dataclasses.replace(self.cfg, cpu_cores=float(cpu_cores), mem_mib=int(mem_mib)).validate()
+        self._view.follow(self.cfg)
+        self.host_sample.capacity.cpu_cores, self.host_sample.capacity.mem_mib = self.cfg.cpu_cores, self.cfg.mem_mib
+
+    async def update_request(self, name: str, req_cpu_cores: float, mem_mib: int, priority: int,
+                             production: bool, constraints: tuple = ()) -> VmEntry:
+        """Change what VM *name* requests (a trace's task UPDATE_PENDING/RUNNING and constraint
+        update): its requested CPU and memory, priority, production band and constraints, as
+        admission and the SAN see them. vCPUs grow to hold the request; the VM's use does not
+        change. A VM migrating out refuses (FailedPrecondition): the destination holds its spec."""
+        e = self._get(name)
+        if e.migrating_out:
+            raise errors.FailedPrecondition(f"VM {name} is migrating ({e.migrating_out}); update it once it has landed")
+        s = e.spec
+        vcpus = max(s.vcpus, math.ceil(req_cpu_cores - 1e-9), 1)
+        new = dataclasses.replace(s, vcpus=vcpus, req_cpu_cores=min(float(req_cpu_cores), float(vcpus)),
+                                  cpu_load=min(1.0, s.vcpus * s.cpu_load / vcpus), mem_mib=int(mem_mib),
+                                  wss_mib=min(s.wss_mib, max(0, int(mem_mib) - self.limits.guest_overhead_mib)),
+                                  priority=priority, production=production,
+                                  constraints=tuple(constraints)).validate(self.limits)
+        await self.hv.update_spec(new)
+        e.spec = new
+        return e
 
     def _admit(self, spec: VmSpec, force: bool = False) -> None:
         """Raise FailedPrecondition, with the numbers, unless *spec* fits on this host."""

@@ -13,8 +13,9 @@ class NodeConfig:
     host: str                                # host name in the cell, e.g. "h1"
     address: str = "127.0.0.1"               # address the gRPC server binds and peers use
     grpc_port: int = 50051                   # 0 = pick a free port (tests)
+    metrics_port: int = 0                    # Prometheus /metrics on address:metrics_port; 0 = off
     libvirt_uri: str = "qemu:///system"      # local libvirtd
-    migration_uri_template: str = "qemu+tcp://{address}/system"  # peers' libvirtd, for p2p
+    migration_uri_template: str = ""         # peers' libvirtd (p2p); "" = qemu+tls, or qemu+tcp if insecure
     cpu_cores: float = 1.0                   # host CPU capacity, cores
     mem_mib: int = 1024                      # host memory capacity for guests, MiB
     cpu_norm: float = 1.0                    # capacity normalised to the cell's largest host
@@ -39,11 +40,18 @@ class NodeConfig:
     attributes: dict = dataclasses.field(default_factory=dict)  # machine properties for constraints
     brokers: str = ""                        # MASB: "name=host:port,..." of broker agents; "" = no SAN
     san: dict = dataclasses.field(default_factory=dict)  # SanConfig overrides (daemon/san.py)
+    tls_ca: str = ""                         # the cell CA's certificate (mTLS for gRPC and MQTT)
+    tls_cert: str = ""                       # this node's certificate (identity cellbed://<cell>/node/<host>)
+    tls_key: str = ""                        # its key (mode 0600)
+    insecure: bool = False                   # plaintext gRPC/MQTT/libvirt: only by explicit choice
 
     def validate(self) -> "NodeConfig":
         if not self.host:
             raise InvalidArgument("host must be set (the host's name in the cell)")
         check_range("grpc_port", self.grpc_port, 0, 65535)
+        check_range("metrics_port", self.metrics_port, 0, 65535)
+        if self.metrics_port and self.metrics_port == self.grpc_port:
+            raise InvalidArgument(f"metrics_port={self.metrics_port} is the gRPC port: give another (or 0 = off)")
         check_range("cpu_cores", self.cpu_cores, 0.01, 1024, "cores")
         check_range("mem_mib", self.mem_mib, 64, 16 * 1024 * 1024, "MiB")
         check_range("monitor_period_s", self.monitor_period_s, 0.1, 3600, "s")

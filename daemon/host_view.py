@@ -1,7 +1,8 @@
 """A read-only view of a NodeAgent's host, for the agents that share its process (the SAN, the
 model cell): capacity, attributes, the VMs and the incoming reservations, and the usual
 (cpu, mem) sums. Whatever changes the host goes through the NodeAgent's own API (admission:
-``reserve``/``release``; ``update_attributes``; VM operations)."""
+``reserve``/``release``; ``update_attributes``, ``update_capacity``, ``update_request``; VM
+operations)."""
 from __future__ import annotations
 
 from types import MappingProxyType
@@ -19,6 +20,10 @@ class HostView:
         self._cfg = cfg
         self.vms: Mapping[str, "VmEntry"] = MappingProxyType(vms)
         self.incoming: Mapping[str, "Reservation"] = MappingProxyType(incoming)   # migration id -> reservation
+
+    def follow(self, cfg: "NodeConfig") -> None:
+        """The owning NodeAgent's configuration was replaced (a capacity update): read this one."""
+        self._cfg = cfg
 
     @property
     def host(self) -> str:

@@ -329,7 +329,8 @@ class LibvirtBackend:
         for on, flag, name in ((opts.auto_converge, libvirt.VIR_MIGRATE_AUTO_CONVERGE, "auto-converge"),
                                (needs_postcopy_flag(opts), libvirt.VIR_MIGRATE_POSTCOPY, "postcopy"),
                                (par, libvirt.VIR_MIGRATE_PARALLEL, f"parallel={opts.parallel_connections}"),
-                               (opts.compression, libvirt.VIR_MIGRATE_COMPRESSED, "compressed")):
+                               (opts.compression, libvirt.VIR_MIGRATE_COMPRESSED, "compressed"),
+                               (bool(opts.tls), libvirt.VIR_MIGRATE_TLS, "tls")):
             if on:
                 flags |= flag
                 names.append(name)

@@ -76,6 +76,19 @@ class ModelFabric:
         self.backends[host].set_usage(name, cpu_cores, mem_mib)
         return True
 
+    def remove_host(self, host: str) -> list[str]:
+        """Host *host* left the cell (a machine REMOVE): its backend goes, with every task it held
+        and every migration from it (cancelled); migrations to it then fail. Returns the tasks
+        it held."""
+        hv = self.backends.pop(host, None)
+        if hv is None:
+            return []
+        names = hv.crash()
+        for n in names:
+            if self.location.get(n) == host:
+                del self.location[n]
+        return names
+
     def where(self, name: str) -> list[str]:
         """Hosts holding a task called *name* (tests: never more than one)."""
         return [h for h, b in self.backends.items() if name in b.tasks]
@@ -142,6 +155,14 @@ class ModelHypervisor:
     async def open(self) -> None:
         return None
 
+    def crash(self) -> list[str]:
+        """The machine is gone: cancel the migrations from it and drop its tasks (their names)."""
+        for job in self._migrations.values():
+            job.cancel()
+        names = list(self.tasks)
+        self.tasks.clear()
+        return names
+
     async def close(self) -> None:
         return None
 
@@ -172,6 +193,8 @@ class ModelHypervisor:
         return t
 
     async def start(self, spec: VmSpec) -> None:
+        if self.fabric.backends.get(self.host) is not self:
+            raise errors.Unavailable(f"model host {self.host} has left the cell")
         if (taken := self.fabric.location.get(spec.name)) is not None:   # O(1): where() scans every host
             raise errors.AlreadyExists(f"model task {spec.name!r} already exists on {taken}")
         now = self.clock.monotonic()
@@ -192,10 +215,17 @@ class ModelHypervisor:
         return t.state, t.reason
 
     async def update_spec(self, spec: VmSpec) -> None:
+        """The task's spec changes; its use follows the spec only when the workload does
+        (SetWorkload): a request update keeps the use last measured (set_usage)."""
         t = self._get(spec.name)
         t.advance(self.clock.monotonic())
+        old = t.spec
         t.spec = spec
-        t.usage_from_spec()
+        if (spec.vcpus * spec.cpu_load, spec.wss_mib, spec.dirty_mib_s) != \
+                (old.vcpus * old.cpu_load, old.wss_mib, old.dirty_mib_s):
+            t.usage_from_spec()
+        else:   # a VM cannot use more than its vCPUs and memory
+            t.cpu_cores, t.mem_mib = min(t.cpu_cores, float(spec.vcpus)), min(t.mem_mib, float(spec.mem_mib))
 
     async def pause(self, name: str) -> None:
         t = self._get(name)

@@ -1,6 +1,7 @@
 """cellbed-node: the node daemon entry point."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
@@ -8,9 +9,11 @@ from cellbed import assembly
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.domxml import GuestImage
 from cellbed.daemon.hv_libvirt import LibvirtBackend
+from cellbed.daemon.prom import NodeCollector
 from cellbed.daemon.san import SanConfig
 from cellbed.domain.topics import node_topic
-from cellbed.runtime import rpc
+from cellbed.runtime import prom, rpc
+from cellbed.runtime.authz import mqtt_tls, security_from
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.runtime.peers import PeerDirectory
@@ -43,8 +46,10 @@ async def serve(cfg: NodeConfig) -> None:
     clock = RealClock()
     brokers = cfg.broker_targets()
     peers = PeerDirectory(cfg.peers_file)
+    security = security_from(cfg.cell, cfg.tls_ca, cfg.tls_cert, cfg.tls_key, cfg.insecure, f"node {cfg.host}")
     transport = GrpcTransport(lambda n: brokers.get(n) or peers.get(n).target, clock,
-                              mqtt_host=cfg.mqtt_host if brokers else "", mqtt_port=cfg.mqtt_port, name=cfg.host)
+                              mqtt_host=cfg.mqtt_host if brokers else "", mqtt_port=cfg.mqtt_port, name=cfg.host,
+                              security=security)
     env = assembly.real_env(clock, lambda name: transport, seed=int(cfg.san.get("seed", 0)),
                             backend_for=lambda c: make_backend(c, ref))
     agent, servicer = assembly.build_node(env, cfg)
@@ -55,20 +60,29 @@ async def serve(cfg: NodeConfig) -> None:
         san, san_servicer = assembly.build_san(env, agent, _san_config(cfg), list(brokers), cfg.cell)
         services.append((masbpbg.add_SanServicer_to_server, san_servicer, SAN_SERVICE))
     if cfg.mqtt_host:
-        agent.telemetry = MqttPublisher(cfg.mqtt_host, cfg.mqtt_port, node_topic(cfg.cell, cfg.host), clock)
+        agent.telemetry = MqttPublisher(cfg.mqtt_host, cfg.mqtt_port, node_topic(cfg.cell, cfg.host), clock,
+                                        tls_params=mqtt_tls(security))
         agent.telemetry.start()
     names = [s[2] for s in services]
-    server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}", services)
+    server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}", services, security=security)
     await rpc.set_not_serving(health, names)   # until the inventory is rebuilt
     await server.start()
     await agent.start()
     if san is not None:
         san.start()
         san.publish_report()
+    exporter = None
+    if cfg.metrics_port:   # on the host's address; HTTPS for cell certificates, unless the node is insecure
+        exporter = prom.Exporter(cfg.address, cfg.metrics_port,
+                                 [NodeCollector(agent, san, prom.OnLoop(asyncio.get_running_loop()))],
+                                 tls=security.tls)
+        exporter.start()
     await rpc.set_serving(health, names)
     log.info("node %s serving NodeAgent on %s:%d", cfg.host, cfg.address, port)
     await rpc.wait_for_signal()
     log.info("node %s stopping", cfg.host)
+    if exporter is not None:
+        exporter.stop()
     await server.stop(grace=2)
     if san is not None:
         await san.stop()

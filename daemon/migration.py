@@ -1,6 +1,7 @@
 """The node agent's live migration: the source side (admission at the destination, migrateToURI3 through the backend, progress, the timeout policy, the record) and the destination side (reservation, verification of the guest, adoption)."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import uuid
@@ -13,6 +14,7 @@ from cellbed.v1 import node_pb2 as npb
 from cellbed.domain.wire import spec_pb
 from cellbed.daemon.migration_record import fill_stats, options_pb
 from cellbed.daemon.inventory import Reservation, Verification, VmEntry
+from cellbed.daemon.libvirt_tls import migration_uri_template, tls_by_default
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +31,12 @@ class MigrationMixin:
         e = self._get(name)
         if dest == self.cfg.host:
             raise errors.FailedPrecondition(f"VM {name} already runs on {dest}: choose another destination")
-        tmpl = self.cfg.migration_uri_template
+        tmpl = migration_uri_template(self.cfg.migration_uri_template, self.cfg.insecure)
         address = self.peers.get(dest).address if "{address}" in tmpl else ""
+        if opts.tls and self.cfg.insecure:
+            raise errors.FailedPrecondition(f"tls=true but node {self.cfg.host} is insecure (plaintext libvirt, "
+                                            "no certificates for QEMU): migrate without TLS")
+        opts = dataclasses.replace(opts, tls=tls_by_default(tmpl) if opts.tls is None else opts.tls)
         if e.migrating_out:
             raise errors.FailedPrecondition(f"VM {name} is already migrating ({e.migrating_out})")
         state, reason = await self.hv.domain_state(name)
@@ -45,7 +51,7 @@ class MigrationMixin:
                                  options=options_pb(opts), heartbeat_before=before.heartbeat,
                                  mem_mib=e.spec.mem_mib, wss_mib=e.spec.wss_mib,
                                  dirty_mib_s=-1 if math.isinf(e.spec.dirty_mib_s) else e.spec.dirty_mib_s,
-                                 forced=forced)
+                                 forced=forced, tls=opts.tls)
         try:
             if not prepared_mid:
                 await self.transport.request(dest, "NodeAgent/PrepareIncoming", npb.PrepareIncomingRequest(

@@ -11,7 +11,7 @@ def options_pb(o: MigrationOptions) -> npb.MigrationOptions:
     return npb.MigrationOptions(bandwidth_mib_s=o.bandwidth_mib_s, max_downtime_ms=o.max_downtime_ms,
                                auto_converge=o.auto_converge, postcopy=o.postcopy, compression=o.compression,
                                parallel_connections=o.parallel_connections,
-                               completion_timeout_s=o.completion_timeout_s, timeout_policy=pol)
+                               completion_timeout_s=o.completion_timeout_s, timeout_policy=pol, tls=o.tls)
 
 
 def fill_stats(rec: npb.MigrationRecord, st) -> None:

@@ -8,6 +8,7 @@ from cellbed.daemon.inventory import VmEntry
 from cellbed.domain.wire import spec_from_pb, spec_pb
 from cellbed.domain.vm import DomState, MigrationOptions, TimeoutPolicy
 from cellbed.domain.errors import InvalidArgument
+from cellbed.domain import wire_checks as check
 from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import node_pb2 as npb, node_pb2_grpc as npbg
 
@@ -36,7 +37,8 @@ def options_from_pb(o: npb.MigrationOptions, default_timeout_s: float) -> Migrat
         bandwidth_mib_s=o.bandwidth_mib_s, max_downtime_ms=o.max_downtime_ms, auto_converge=o.auto_converge,
         postcopy=o.postcopy, compression=o.compression, parallel_connections=o.parallel_connections,
         completion_timeout_s=o.completion_timeout_s or default_timeout_s,
-        timeout_policy=_POLICY[o.timeout_policy] or TimeoutPolicy.ABORT)
+        timeout_policy=_POLICY[o.timeout_policy] or TimeoutPolicy.ABORT,
+        tls=o.tls if o.HasField("tls") else None)
 
 
 class NodeAgentServicer(npbg.NodeAgentServicer):
@@ -45,12 +47,12 @@ class NodeAgentServicer(npbg.NodeAgentServicer):
 
     @handles_errors
     async def StartVm(self, request, context):
-        if not request.HasField("spec"):
-            raise InvalidArgument("spec is required")
+        check.start_vm(request)
         return npb.StartVmResponse(vm=vm_info(self.agent, await self.agent.start_vm(spec_from_pb(request.spec))))
 
     @handles_errors
     async def StopVm(self, request, context):
+        check.name("name", request.name)
         await self.agent.stop_vm(request.name)
         return npb.StopVmResponse()
 
@@ -65,6 +67,7 @@ class NodeAgentServicer(npbg.NodeAgentServicer):
 
     @handles_errors
     async def SetWorkload(self, request, context):
+        check.set_workload(request)
         w = request.workload
         fields = set(f.name for f, _ in w.ListFields())
         dirty = math.inf if w.dirty_max else (w.dirty_mib_s if "dirty_mib_s" in fields else None)
@@ -75,17 +78,20 @@ class NodeAgentServicer(npbg.NodeAgentServicer):
 
     @handles_errors
     async def MigrateVm(self, request, context):
-        opts = options_from_pb(request.options, self.agent.cfg.migration_timeout_s)
+        check.migrate_vm(request)
+        opts = options_from_pb(request.options, self.agent.cfg.migration_timeout_s).validate()
         rec = await self.agent.migrate(request.name, request.dest_host, opts)
         return npb.MigrateVmResponse(record=rec)
 
     @handles_errors
     async def AbortMigration(self, request, context):
+        check.name("name", request.name)
         await self.agent.abort_migration(request.name)
         return npb.AbortMigrationResponse()
 
     @handles_errors
     async def PrepareIncoming(self, request, context):
+        check.prepare_incoming(request)
         await self.agent.reserve(spec_from_pb(request.spec), request.src_host, request.migration_id,
                                  request.force, request.cpu_used_cores, request.mem_used_mib)
         self.agent.sample_host(self.agent.clock.monotonic())
@@ -93,6 +99,7 @@ class NodeAgentServicer(npbg.NodeAgentServicer):
 
     @handles_errors
     async def FinishIncoming(self, request, context):
+        check.finish_incoming(request)
         v = await self.agent.finish_incoming(request.migration_id, request.name, request.migrated,
                                              request.heartbeat_before, request.boot_id)
         return npb.FinishIncomingResponse(verified=v.verified, detail=v.detail, heartbeat_after=v.heartbeat_after,
@@ -108,6 +115,7 @@ class NodeAgentServicer(npbg.NodeAgentServicer):
         kinds = {npb.FAULT_KIND_CORRUPT: "corrupt", npb.FAULT_KIND_PANIC: "panic"}
         if request.kind not in kinds:
             raise InvalidArgument(f"kind={request.kind}: allowed FAULT_KIND_CORRUPT (1), FAULT_KIND_PANIC (2)")
+        check.name("name", request.name)
         return npb.InjectFaultResponse(detail=await self.agent.inject_fault(request.name, kinds[request.kind]))
 
     async def WatchEvents(self, request, context):

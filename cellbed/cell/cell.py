@@ -9,6 +9,7 @@ swept by name or pattern.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 import json
 import logging
@@ -18,15 +19,22 @@ import shutil
 import subprocess
 import sys
 import time
+from typing import Callable
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cellbed.domain import errors
 from cellbed.cell.accel import probe
 from cellbed.cell import megha as meghamod
-from cellbed.cell import libvirt_conf, procs
+from cellbed.cell import cell_pki, libvirt_conf, mqtt_conf, procs
+from cellbed.cell.mqtt_conf import MQTT_PLAIN_PORT, MQTT_TLS_PORT
 from cellbed.cell import prom_sd
 from cellbed.cell import ssh as sshmod
 from cellbed.cell.iproute import check_subnet_free, ip
 from cellbed.cell.record import DEFAULT_STATE_ROOT, Recorder, down, load_state, state_dir
+from cellbed.domain.identity import Role
+from cellbed.runtime.authz import Security
 from cellbed.runtime.cgroups import HostCgroup
 from cellbed.daemon.config import NodeConfig, to_toml
 
@@ -38,7 +46,7 @@ log = logging.getLogger(__name__)
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_GUEST_DIR = os.environ.get("CELLBED_GUEST_DIR", os.path.join(REPO, "build", "guest"))
 GRPC_PORT = 50051
-MQTT_PORT = 1883
+MQTT_PORT = MQTT_PLAIN_PORT   # an insecure cell's; a secure cell's broker listens on MQTT_TLS_PORT (8883)
 BROKER_PORT = 50061   # cellbed-broker on the bridge address (cells started with san=...)
 
 
@@ -109,11 +117,11 @@ def _preflight(guest_dir: str) -> None:
             raise errors.FailedPrecondition(f"guest image {guest_dir}/{f} is missing: run ./cellbed.sh setup")
 
 
-def health_ok(target: str, timeout: float = 2.0, service: str = "cellbed.v1.NodeAgent") -> bool:
-    import grpc
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
+def health_ok(target: str, timeout: float = 2.0, service: str = "cellbed.v1.NodeAgent",
+              security: Security | None = None) -> bool:
+    """*security*: the caller's identity (the cell's admin certificate); None: plaintext."""
     try:
-        with grpc.insecure_channel(target) as ch:
+        with (security or Security.insecure("")).sync_channel(target) as ch:
             r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
             return r.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
@@ -124,12 +132,14 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
        host_cpus: list[float] = (0.5,), host_mem_mib: list[int] = (1024,), root: str = DEFAULT_STATE_ROOT,
        guest_dir: str = DEFAULT_GUEST_DIR, monitor_period_s: float = 5.0, ready_timeout_s: float = 120.0,
        ssh: bool = False, bare: bool = False, san: dict | None = None,
-       host_attributes: list[dict] | None = None, megha: dict | None = None) -> dict:
+       host_attributes: list[dict] | None = None, megha: dict | None = None, insecure: bool = False) -> dict:
     """*ssh*: an sshd on every host (cellbed/cell/ssh.py); *bare* (needs *ssh*): hosts without
     libvirtd, node daemon or mosquitto, for a playbook to provision. *san*: run MASB — a broker
     agent (cellbed-broker) on the bridge and a SAN agent in every node daemon, with these
     SanConfig overrides. *host_attributes*: machine properties per host (constraints match them).
-    *megha*: {"gms", "lms", "standby"}: GMs and LMs under a supervisor (cellbed/cell/megha.py)."""
+    *megha*: {"gms", "lms", "standby"}: GMs and LMs under a supervisor (cellbed/cell/megha.py).
+    *insecure*: plaintext gRPC, MQTT and libvirt, anonymous and unauthenticated (isolated boxes
+    only); by default the cell gets a CA and every agent a certificate (cellbed/cell/cell_pki.py)."""
     plan = CellPlan.build(name, n_hosts, subnet, list(host_cpus), list(host_mem_mib))
     if host_attributes is not None and len(host_attributes) != n_hosts:
         raise errors.InvalidArgument(f"host_attributes has {len(host_attributes)} entries: give one per host ({n_hosts})")
@@ -149,39 +159,50 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
     rec = Recorder(os.path.join(sdir, "cell.json"), {
         "name": name, "subnet": plan.subnet, "bridge": plan.bridge, "bridge_address": plan.bridge_address,
         "accel": choice.accel, "accel_reason": choice.reason, "created_unix_s": time.time(),
-        "mqtt": f"{plan.bridge_address}:{MQTT_PORT}",
+        "mqtt": f"{plan.bridge_address}:{MQTT_PLAIN_PORT if insecure else MQTT_TLS_PORT}", "insecure": insecure,
         "hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT, "netns": h.netns,
                            "cpu_cores": h.cpu_cores, "mem_mib": h.mem_mib} for h in plan.hosts},
         "resources": [{"kind": "dir", "path": sdir}]})
     if bare:
         rec.state.update(bare=True, mqtt="")
     t0 = time.monotonic()
+    if not bare and not insecure:   # recorded first: down removes the keys whatever happens next
+        rec.add(kind="dir", path=os.path.join(sdir, "pki"))
+        rec.state["pki"] = cell_pki.issue(
+            sdir, name, hosts={h.name: h.address for h in plan.hosts}, bridge_address=plan.bridge_address,
+            brokers=["ba1"] if san is not None else [], gms=list(mplan.gms) if mplan else [],
+            lm_instances=[i for lm in mplan.lms for i in lm.instances] if mplan else [])
+        rec.flush()
+    admin = cell_pki.security(rec.state, Role.ADMIN, "admin")
+    health = functools.partial(health_ok, security=admin)
     try:
         brokers = _create(rec, sdir, plan, choice.accel, guest_dir, monitor_period_s, ssh=ssh, bare=bare, san=san,
-                          host_attributes=host_attributes or [{}] * n_hosts)
+                          host_attributes=host_attributes or [{}] * n_hosts,
+                          lm_of={i: lm.name for lm in mplan.lms for i in lm.instances} if mplan else {})
         if ssh:
             sshmod.write_client_files(rec.state["ssh"], rec.state["hosts"])
             late = sshmod.wait_sshd([h.address for h in plan.hosts], ready_timeout_s)
             if late:
                 raise errors.DeadlineExceeded(f"sshd not listening after {ready_timeout_s:.0f} s on "
                                               f"{', '.join(late)} (logs in {sdir}/<host>/logs/sshd.log)")
-        _wait_serving(sdir, plan, ready_timeout_s, bare=bare, brokers=brokers)
+        _wait_serving(sdir, plan, ready_timeout_s, bare=bare, brokers=brokers, health=health)
         if mplan is not None:   # after the node daemons serve: the LMs discover their hosts at start
             meghamod.wait_serving(meghamod.start(rec, sdir, mplan, name, plan.bridge_address, rec.state["hosts"],
                                                  sorted({"host", *(k for a in host_attributes or [] for k in a)})),
-                                  ready_timeout_s, health_ok)
+                                  ready_timeout_s, health, security=admin)
     except BaseException:
         log.error("cell up failed; the recorded resources stay for `cellctl --cell %s cell down`", name)
         raise
     # every agent's /metrics, for Prometheus' file_sd_configs (cellbed/cell/prom_sd.py)
-    rec.state["prometheus_file_sd"] = prom_sd.write_file_sd(sdir, rec.state.setdefault("metrics_targets", []))
+    rec.state["prometheus_file_sd"] = prom_sd.write_file_sd(sdir, rec.state.setdefault("metrics_targets", []),
+                                                            "https" if "pki" in rec.state else "http")
     rec.state["up_seconds"] = round(time.monotonic() - t0, 2)
     rec.flush()
     return rec.state
 
 
 def _create(rec: Recorder, sdir: str, plan: CellPlan, accel: str, guest_dir: str, monitor_period_s: float, *,
-            ssh: bool, bare: bool, san: dict | None, host_attributes: list[dict]) -> str:
+            ssh: bool, bare: bool, san: dict | None, host_attributes: list[dict], lm_of: dict[str, str]) -> str:
     """The bridge, the cell's files, mosquitto, the broker and the hosts, each recorded before it
     is made. Returns the node daemons' ``brokers`` setting."""
     rec.add(kind="link", name=plan.bridge)
@@ -200,7 +221,7 @@ def _create(rec: Recorder, sdir: str, plan: CellPlan, accel: str, guest_dir: str
         for hs in rec.state["hosts"].values():
             hs["ssh_port"] = sshmod.SSH_PORT
     if not bare:
-        _start_mosquitto(rec, sdir, plan.bridge_address)
+        _start_mosquitto(rec, sdir, plan, san is not None, lm_of)
     brokers = ""
     if san is not None and not bare:
         brokers = _start_broker(rec, sdir, plan, peers_file)
@@ -213,7 +234,8 @@ def _create(rec: Recorder, sdir: str, plan: CellPlan, accel: str, guest_dir: str
     return brokers
 
 
-def _wait_serving(sdir: str, plan: CellPlan, ready_timeout_s: float, *, bare: bool, brokers: str) -> None:
+def _wait_serving(sdir: str, plan: CellPlan, ready_timeout_s: float, *, bare: bool, brokers: str,
+                  health: Callable[..., bool]) -> None:
     """Until every node daemon (and the broker) answers its health check as SERVING."""
     deadline = time.monotonic() + ready_timeout_s
     pending = {} if bare else {h.name: f"{h.address}:{GRPC_PORT}" for h in plan.hosts}
@@ -221,8 +243,8 @@ def _wait_serving(sdir: str, plan: CellPlan, ready_timeout_s: float, *, bare: bo
         pending["broker ba1"] = f"{plan.bridge_address}:{BROKER_PORT}"
     while pending:
         for hn, target in list(pending.items()):
-            if health_ok(target, service="cellbed.v1.BrokerAgent" if hn.startswith("broker") else
-                          "cellbed.v1.NodeAgent"):
+            if health(target, service="cellbed.v1.BrokerAgent" if hn.startswith("broker") else
+                      "cellbed.v1.NodeAgent"):
                 del pending[hn]
         if pending and time.monotonic() > deadline:
             raise errors.DeadlineExceeded(f"node daemons not SERVING after {ready_timeout_s:.0f} s: "
@@ -231,10 +253,16 @@ def _wait_serving(sdir: str, plan: CellPlan, ready_timeout_s: float, *, bare: bo
             time.sleep(0.2)
 
 
-def _start_mosquitto(rec: Recorder, sdir: str, address: str) -> None:
-    conf = os.path.join(sdir, "mosquitto.conf")
+def _start_mosquitto(rec: Recorder, sdir: str, plan: CellPlan, san: bool, lm_of: dict[str, str]) -> None:
+    """mosquitto on the bridge: TLS with client certificates and per-identity ACLs
+    (cellbed/cell/mqtt_conf.py), or plaintext in an insecure cell."""
+    conf, acl = os.path.join(sdir, "mosquitto.conf"), os.path.join(sdir, "mosquitto.acl")
+    pki = rec.state.get("pki", {}).get("certs", {})
+    with open(acl, "w") as f:
+        f.write(mqtt_conf.acl_text(plan.name, [h.name for h in plan.hosts], ["ba1"] if san else [],
+                                   [k.split("/")[1] for k in pki if k.startswith("gm/")], lm_of))
     with open(conf, "w") as f:
-        f.write(f"listener {MQTT_PORT} {address}\nallow_anonymous true\npersistence false\nlog_dest stderr\n")
+        f.write(mqtt_conf.mosquitto_conf(plan.bridge_address, cell_pki.files(rec.state, cell_pki.MQTT_SERVER), acl))
     res = rec.add(kind="process", name="mosquitto")
     p = subprocess.Popen(["mosquitto", "-c", conf], stdout=open(os.path.join(sdir, "mosquitto.log"), "ab"),
                          stderr=subprocess.STDOUT, start_new_session=True)
@@ -248,9 +276,11 @@ def _start_broker(rec: Recorder, sdir: str, plan: CellPlan, peers_file: str) -> 
     conf = os.path.join(sdir, "broker.toml")
     with open(conf, "w") as f:
         f.write(f'name = "ba1"\naddress = "{plan.bridge_address}"\ngrpc_port = {BROKER_PORT}\ncell = "{plan.name}"\n'
-                f'mqtt_host = "{plan.bridge_address}"\nmqtt_port = {MQTT_PORT}\npeers_file = "{peers_file}"\n'
+                f'mqtt_host = "{plan.bridge_address}"\nmqtt_port = {_mqtt_port(rec.state)}\npeers_file = "{peers_file}"\n'
                 f'decision_log = "{os.path.join(sdir, "broker-decisions.jsonl")}"\n'
-                f'metrics_port = {prom_sd.BROKER_METRICS_PORT}\n')
+                f'metrics_port = {prom_sd.BROKER_METRICS_PORT}\n'
+                + "".join(f"{k} = {json.dumps(v)}\n" for k, v in
+                          cell_pki.config_lines(cell_pki.files(rec.state, Role.BROKER, "ba1")).items()))
     res = rec.add(kind="process", name="broker")
     p = subprocess.Popen([sys.executable, "-m", "cellbed.broker.main", "--config", conf],
                          stdout=open(os.path.join(sdir, "broker.log"), "ab"), stderr=subprocess.STDOUT,
@@ -263,13 +293,18 @@ def _start_broker(rec: Recorder, sdir: str, plan: CellPlan, peers_file: str) -> 
     return f"ba1={plan.bridge_address}:{BROKER_PORT}"
 
 
+def _mqtt_port(state: dict) -> int:
+    return MQTT_PLAIN_PORT if state.get("insecure") else MQTT_TLS_PORT
+
+
 def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, hosts_file: str,
              peers_file: str, guest_dir: str, monitor_period_s: float, cpu_norm: float, mem_norm: float,
              ssh: bool = False, bare: bool = False, brokers: str = "", san: dict | None = None,
              attributes: dict | None = None) -> None:
     hdir = os.path.join(sdir, h.name)
     os.makedirs(hdir, exist_ok=True)
-    libvirt_conf.write_host_files(hdir, h.name, h.address)
+    tls = cell_pki.files(rec.state, Role.NODE, h.name)
+    libvirt_conf.write_host_files(hdir, h.name, h.address, tls=tls)
     rec.add(kind="netns", name=h.netns)
     ip("netns", "add", h.netns)
     rec.add(kind="link", name=h.veth)
@@ -287,7 +322,8 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
                      mem_mib=h.mem_mib, cpu_norm=round(cpu_norm, 4), mem_norm=round(mem_norm, 4), accel=accel,
                      guest_dir=guest_dir, state_dir=os.path.join(hdir, "node"), peers_file=peers_file,
                      cgroup=cg_rel, monitor_period_s=monitor_period_s, mqtt_host=plan.bridge_address,
-                     mqtt_port=MQTT_PORT, cell=plan.name, brokers=brokers, san=dict(san or {}),
+                     mqtt_port=_mqtt_port(rec.state), cell=plan.name, brokers=brokers, san=dict(san or {}),
+                     **cell_pki.config_lines(tls),
                      attributes={"host": h.name, **(attributes or {})},
                      metrics_port=prom_sd.NODE_METRICS_PORT).validate()
     with open(os.path.join(hdir, "node.toml"), "w") as f:

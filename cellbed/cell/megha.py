@@ -34,6 +34,7 @@ from cellbed.cell.record import Recorder
 from cellbed.cell.supervise import read_pids
 from cellbed.controller.megha.config import ControllerConfig
 from cellbed.domain import errors
+from cellbed.runtime.authz import Security
 from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg
 
 DEFAULT_USER = "default"
@@ -113,12 +114,24 @@ def _q(s: str) -> str:
     return json.dumps(s)      # a JSON string is a TOML basic string
 
 
+def security_lines(cell_state: dict) -> list[str]:
+    """The transport-security keys of the cell's controller config: the cell CA and each
+    process's own certificate ({role}-{agent}, as cellbed/runtime/pki.py names them) and the TLS
+    MQTT port, or plaintext in an insecure cell."""
+    if cell_state.get("insecure") or "pki" not in cell_state:
+        return ["insecure = true", "mqtt_port = 1883"]
+    d = cell_state["pki"]["dir"]
+    return [f"tls_ca = {_q(cell_state['pki']['ca'])}", f"tls_cert = {_q(os.path.join(d, '{role}-{agent}.crt'))}",
+            f"tls_key = {_q(os.path.join(d, '{role}-{agent}.key'))}", "mqtt_port = 8883"]
+
+
 def config_text(p: MeghaPlan, cell: str, bridge_address: str, hosts: dict[str, str], state_dir: str,
-                known_attributes: list[str] = (), metrics_port: int = 0) -> str:
+                known_attributes: list[str] = (), metrics_port: int = 0,
+                security: list[str] = ("insecure = true", "mqtt_port = 1883")) -> str:
     """The controller config of the cell: *hosts* maps host name to "address:port"; a
-    *metrics_port* (one process's) is written only if given."""
+    *metrics_port* (one process's) is written only if given; *security*: security_lines()."""
     lines = [f"# Written by cellctl cell up --megha for cell {cell}", f"cell = {_q(cell)}",
-             f"mqtt_host = {_q(bridge_address)}", "mqtt_port = 1883", f"state_dir = {_q(state_dir)}",
+             f"mqtt_host = {_q(bridge_address)}", *security, f"state_dir = {_q(state_dir)}",
              f"known_attributes = [{', '.join(_q(a) for a in known_attributes)}]"]
     lines += [f"metrics_port = {metrics_port}"] if metrics_port else []
     lines += ["", "[agents]"]
@@ -162,10 +175,13 @@ def start(rec: Recorder, sdir: str, p: MeghaPlan, cell: str, bridge_address: str
     os.makedirs(mdir, exist_ok=True)
     config = os.path.join(sdir, "controller.toml")
     addrs = {h: f"{d['address']}:{d['grpc_port']}" for h, d in hosts.items()}
-    files = {config: config_text(p, cell, bridge_address, addrs, os.path.join(mdir, "state"), known_attributes)}
+    sec = security_lines(rec.state)
+    files = {config: config_text(p, cell, bridge_address, addrs, os.path.join(mdir, "state"), known_attributes,
+                                 security=sec)}
     for n, port in metrics_ports(p).items():      # one /metrics per process: its own config
         files[os.path.join(mdir, f"{n}.toml")] = config_text(p, cell, bridge_address, addrs,
-                                                             os.path.join(mdir, "state"), known_attributes, port)
+                                                             os.path.join(mdir, "state"), known_attributes, port,
+                                                             security=sec)
         prom_sd.add_target(rec.state, "gm" if service_of(n) == GM_SERVICE else "lm", bridge_address, port,
                            agent=n, cell=cell)
     for path, text in files.items():
@@ -202,18 +218,19 @@ def targets(megha_state: dict) -> dict[str, str]:
     return {**megha_state["lms"], **megha_state["gms"]}
 
 
-def gm_has_every_lm(target: str, n_lms: int, timeout_s: float = 2.0) -> bool:
+def gm_has_every_lm(target: str, n_lms: int, timeout_s: float = 2.0, security: Security | None = None) -> bool:
     """True once the GM at *target* has a full state (with its hosts) from each of its *n_lms* LMs:
-    before that it refuses Submit ("no LM state yet")."""
+    before that it refuses Submit ("no LM state yet"). *security*: the caller's identity."""
     try:
-        with grpc.insecure_channel(target) as ch:
+        with (security or Security.insecure("")).sync_channel(target) as ch:
             v = meghapbg.GlobalMasterStub(ch).GetView(meghapb.GetViewRequest(), timeout=timeout_s)
     except grpc.RpcError:
         return False
     return len(v.lms) == n_lms and all(x.full_staleness_s >= 0 and x.hosts > 0 for x in v.lms)
 
 
-def wait_serving(megha_state: dict, timeout_s: float, health: Callable[..., bool]) -> None:
+def wait_serving(megha_state: dict, timeout_s: float, health: Callable[..., bool],
+                 security: Security | None = None) -> None:
     """Until every GM and LM instance answers its health check as SERVING and every GM has the
     state of every LM (so that a submit right after `cell up` is placed). *health(target,
     service=...)* is the cell's check (cellbed.cell.cell.health_ok)."""
@@ -223,7 +240,8 @@ def wait_serving(megha_state: dict, timeout_s: float, health: Callable[..., bool
     while pending:
         for n, target in list(pending.items()):
             gm = service_of(n) == GM_SERVICE
-            if health(target, service=service_of(n)) and (not gm or gm_has_every_lm(target, n_lms)):
+            if health(target, service=service_of(n)) and (not gm or gm_has_every_lm(target, n_lms,
+                                                                                     security=security)):
                 del pending[n]
         if not pending:
             return

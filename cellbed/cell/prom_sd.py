@@ -6,11 +6,14 @@ controllers where the cell's Megha hook puts them. ``up`` records each one in
 ``state["metrics_targets"]`` as {"job", "target", "labels"} and, at its end, writes
 ``<state dir>/prometheus-targets.json`` in the format of Prometheus' ``file_sd_configs``:
 
-    [{"targets": ["10.231.15.11:9464"], "labels": {"job": "node", "host": "h1", "cell": "pm"}}, ...]
+    [{"targets": ["10.231.15.11:9464"],
+      "labels": {"job": "node", "host": "h1", "cell": "pm", "__scheme__": "https"}}, ...]
 
 The ``job`` label of a target group takes the place of the scrape job's name, so one scrape job
-over this file gives ``up{job="node"}``, ``up{job="broker"}``, ... Prometheus re-reads the file
-when it changes; it is replaced atomically (rename), so a reader never sees half of it.
+over this file gives ``up{job="node"}``, ``up{job="broker"}``, ...; ``__scheme__`` is https in a
+secure cell, where the scrape job needs a ``tls_config`` with the cell CA and a certificate of the
+cell (e.g. the admin's), http in an insecure one. Prometheus re-reads the file when it changes; it
+is replaced atomically (rename), so a reader never sees half of it.
 """
 from __future__ import annotations
 
@@ -32,12 +35,15 @@ def add_target(state: dict, job: str, address: str, port: int, **labels: str) ->
     return t
 
 
-def file_sd_groups(targets: list[dict]) -> list[dict]:
+def file_sd_groups(targets: list[dict], scheme: str = "http") -> list[dict]:
     """file_sd target groups: targets with the same labels (job included) share one group, in the
-    order they were recorded."""
+    order they were recorded. *scheme* goes in as ``__scheme__`` (https: a secure cell's agents
+    serve /metrics only to clients with a certificate of the cell)."""
+    if scheme not in ("http", "https"):
+        raise ValueError(f"scheme {scheme!r}: allowed http, https")
     groups: dict[str, dict] = {}
     for t in targets:
-        labels = {"job": t["job"], **t.get("labels", {})}
+        labels = {"job": t["job"], **t.get("labels", {}), "__scheme__": scheme}
         key = json.dumps(labels, sort_keys=True)
         g = groups.setdefault(key, {"targets": [], "labels": labels})
         if t["target"] not in g["targets"]:
@@ -45,12 +51,12 @@ def file_sd_groups(targets: list[dict]) -> list[dict]:
     return list(groups.values())
 
 
-def write_file_sd(sdir: str, targets: list[dict]) -> str:
+def write_file_sd(sdir: str, targets: list[dict], scheme: str = "http") -> str:
     """Write (atomically) the file_sd file of *targets* into the cell's state folder; its path."""
     path = os.path.join(sdir, FILE_SD_NAME)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(file_sd_groups(targets), f, indent=1)
+        json.dump(file_sd_groups(targets, scheme), f, indent=1)
         f.write("\n")
     os.replace(tmp, path)
     return path

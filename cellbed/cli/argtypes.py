@@ -132,6 +132,16 @@ def address(text: str) -> str:
 address.__name__ = "HOST:PORT"
 
 
+def on_off(text: str) -> bool:
+    """on or off, as a bool."""
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"allowed on, off, got {text!r}")
+    return text == "on"
+
+
+on_off.__name__ = "on|off"
+
+
 def or_blank(conv: Conv) -> Conv:
     """*conv*, but an empty value stays empty (the flag's "not given": the default is taken)."""
     def blank(text: str):

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
+import sys
 import tomllib
 
 from cellbed.cell import cell as cellmod
@@ -18,7 +20,11 @@ def cmd_cell_up(args) -> None:
     st = cellmod.up(args.cell, args.hosts, accel=args.accel, subnet=args.subnet,
                     host_cpus=args.host_cpus, host_mem_mib=args.host_mem_mib, root=args.state_root,
                     monitor_period_s=args.monitor_period_s, ssh=args.ssh or args.bare, bare=args.bare,
-                    san=_san_overrides(args.san_set) if args.san else None, megha=_megha_options(args))
+                    san=_san_overrides(args.san_set) if args.san else None, megha=_megha_options(args),
+                    insecure=args.insecure)
+    if st.get("insecure"):
+        print("cellctl: WARNING: cell is INSECURE: plaintext, unauthenticated gRPC, MQTT and libvirt; anyone who "
+              "reaches its subnet can start, stop and migrate VMs", file=sys.stderr)
     rows = [{"host": h, **{k: v for k, v in d.items() if k != "netns"}} for h, d in st["hosts"].items()]
     emit(args, st, f"cell {st['name']} up in {st['up_seconds']} s; accel {st['accel']} ({st['accel_reason']}); "
                    f"mqtt {st['mqtt']}\n" + table(rows, ["host", "address", "grpc_port", "cpu_cores", "mem_mib"])
@@ -76,16 +82,19 @@ def cmd_cell_down(args) -> None:
 
 async def cmd_cell_status(args) -> None:
     c = Cell(args)
+    health = functools.partial(cellmod.health_ok, security=c.security)
     rows = []
     for h, d in c.hosts.items():
         target = f"{d['address']}:{d['grpc_port']}"
-        ok = await asyncio.to_thread(cellmod.health_ok, target)
+        ok = await asyncio.to_thread(health, target)
         rows.append({"host": h, "address": target, "health": "SERVING" if ok else "NOT SERVING",
                      "cpu_cores": d["cpu_cores"], "mem_mib": d["mem_mib"]})
     m = c.state.get("megha")
-    agents = await asyncio.to_thread(meghamod.status_rows, m, cellmod.health_ok) if m else []
-    emit(args, {"cell": c.name, "accel": c.state["accel"], "hosts": rows, **({"megha": agents} if m else {})},
-         f"cell {c.name}: accel {c.state['accel']}, mqtt {c.state['mqtt']}\n"
+    agents = await asyncio.to_thread(meghamod.status_rows, m, health) if m else []
+    security = "INSECURE (plaintext, unauthenticated)" if c.state.get("insecure") else "mTLS (cell CA)"
+    emit(args, {"cell": c.name, "accel": c.state["accel"], "security": security, "hosts": rows,
+                **({"megha": agents} if m else {})},
+         f"cell {c.name}: accel {c.state['accel']}, mqtt {c.state['mqtt']}, security {security}\n"
          + table(rows, ["host", "address", "health", "cpu_cores", "mem_mib"])
          + ("\n" + table(agents, ["agent", "address", "health", "pid", "restarts", "hosts"]) if m else ""))
 

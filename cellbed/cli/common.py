@@ -5,12 +5,15 @@ import asyncio
 import base64
 import json
 import math
+import os
 import sys
 
 from google.protobuf.descriptor import FieldDescriptor
 from cellbed.domain import errors
-from cellbed.cell import cell as cellmod
+from cellbed.cell import cell as cellmod, cell_pki
+from cellbed.runtime.authz import Security
 from cellbed.runtime.client import NodeClient
+from cellbed.runtime.pki import TlsFiles
 from cellbed.v1 import common_pb2 as cpb, node_pb2 as npb
 
 
@@ -73,11 +76,12 @@ def record_row(r: npb.MigrationRecord) -> dict:
             "total_MiB": f"{r.data_total_bytes / 2**20:.1f}", "sent_MiB": f"{r.memory_processed_bytes / 2**20:.1f}",
             "iter": r.memory_iteration,
             "dirty_MiB_s": f"{r.memory_dirty_rate / 2**20:.1f}", "MiB_s": f"{r.memory_bps / 2**20:.1f}",
-            "hb": f"{r.heartbeat_before}->{r.heartbeat_after}", "bad_pages": r.integrity_bad}
+            "hb": f"{r.heartbeat_before}->{r.heartbeat_after}", "bad_pages": r.integrity_bad,
+            "tls": "on" if r.tls else "off"}
 
 
 RECORD_COLS = ["vm", "src", "dst", "outcome", "wall_ms", "elapsed_ms", "downtime_ms", "total_MiB", "sent_MiB", "iter",
-               "dirty_MiB_s", "hb", "bad_pages"]
+               "dirty_MiB_s", "hb", "bad_pages", "tls"]
 
 
 # --- cell access -------------------------------------------------------------------------
@@ -88,12 +92,13 @@ class Cell:
         if self.state is None:
             raise errors.NotFound(f"no cell {args.cell!r} under {args.state_root}: run `cellctl cell up` first")
         self.hosts = self.state["hosts"]
+        self.security = cell_pki.admin(self.state)   # the cell's admin certificate (plaintext if insecure)
 
     def client(self, host: str) -> NodeClient:
         if host not in self.hosts:
             raise errors.NotFound(f"host {host!r} is not in cell {self.name}; hosts: {', '.join(self.hosts)}")
         h = self.hosts[host]
-        return NodeClient(f"{h['address']}:{h['grpc_port']}", host)
+        return NodeClient(f"{h['address']}:{h['grpc_port']}", host, self.security)
 
     async def all_vms(self) -> list[npb.VmInfo]:
         async def one(h):
@@ -135,3 +140,17 @@ async def migrate(c: Cell, name: str, dest: str, opts: npb.MigrationOptions, sho
                 await asyncio.gather(watch, return_exceptions=True)
                 sys.stderr.write("\n")
     return rec
+
+
+def security_for(args) -> Security:
+    """cellctl's identity for agents named directly (--broker, --gm, --lm, --controller): the
+    admin certificate of the cell named by --cell if it exists on this box, else the files in
+    $CELLBED_TLS_CA, $CELLBED_TLS_CERT, $CELLBED_TLS_KEY (a lab's admin certificate), else
+    plaintext (which a secure agent refuses)."""
+    st = cellmod.load_state(args.cell, args.state_root)
+    if st is not None:
+        return cell_pki.admin(st)
+    env = [os.environ.get(k, "") for k in ("CELLBED_TLS_CA", "CELLBED_TLS_CERT", "CELLBED_TLS_KEY")]
+    if all(env):
+        return Security.mtls(args.cell, TlsFiles(*env))
+    return Security.insecure(args.cell)

@@ -12,8 +12,8 @@ from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import masb_pb2 as masbpb
 
 
-def _transport() -> GrpcTransport:
-    return GrpcTransport(lambda n: n, RealClock())
+def _transport(args) -> GrpcTransport:
+    return GrpcTransport(lambda n: n, RealClock(), security=common.security_for(args))
 
 
 async def cmd_broker_cache(args) -> None:
@@ -23,7 +23,7 @@ async def cmd_broker_cache(args) -> None:
         if not target:
             raise errors.NotFound(f"cell {args.cell} runs no broker (start it with `cellctl cell up --san`), "
                                   "or give --broker HOST:PORT")
-    t = _transport()
+    t = _transport(args)
     try:
         r = await t.request(target, "BrokerAgent/ListCache", masbpb.ListCacheRequest(), timeout=10)
     finally:
@@ -41,7 +41,7 @@ async def cmd_broker_cache(args) -> None:
 
 async def cmd_san(args) -> None:
     c = common.Cell(args)
-    t = _transport()
+    t = _transport(args)
 
     async def one(h):
         hs = c.hosts[h]

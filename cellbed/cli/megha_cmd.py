@@ -54,7 +54,7 @@ class Targets:
         if os.path.exists(path):
             self.cfg = ControllerConfig.load(path)
         self.path = path
-        self.t = GrpcTransport(lambda n: n, RealClock())
+        self.t = GrpcTransport(lambda n: n, RealClock(), security=common.security_for(args))
 
     @staticmethod
     def _cell_config(args) -> str:

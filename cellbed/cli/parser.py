@@ -17,9 +17,10 @@ import os
 from typing import Any, Callable, NoReturn
 
 from cellbed.cell.record import DEFAULT_STATE_ROOT
-from cellbed.cli.argtypes import (address, dirty_rate, float_in, host_name, int_in, key_value, list_of, or_blank,
-                                  vm_name)
+from cellbed.cli.argtypes import (address, dirty_rate, float_in, host_name, int_in, key_value, list_of, on_off,
+                                  or_blank, vm_name)
 from cellbed.domain import vm as vmdom
+from cellbed.domain.identity import Role
 
 Handler = Callable[[str, str], Callable[[argparse.Namespace], Any]]
 """(sub-command module under cellbed.cli, function name) -> the function to run."""
@@ -72,6 +73,7 @@ def build_parser(handler: Handler) -> argparse.ArgumentParser:
     _run(sub, handler)
     _masb(sub, handler)
     _megha(sub, handler)
+    _pki(sub, handler)
     return ap
 
 
@@ -98,6 +100,8 @@ def _cell(sub, handler: Handler) -> None:
     p.add_argument("--gms", type=int_in(1, 8), default=1, help="with --megha: Global Masters")
     p.add_argument("--lms", type=int_in(1, 32), default=1, help="with --megha: Local Masters (at most one per host)")
     p.add_argument("--standby", action="store_true", help="with --megha: a standby instance for every LM")
+    p.add_argument("--insecure", action="store_true",
+                   help="no CA: plaintext, unauthenticated gRPC, MQTT and libvirt (isolated boxes only)")
     p.set_defaults(fn=handler("cell_cmd", "cmd_cell_up"))
     p = _add(cp, "inventory", help="an Ansible inventory for a cell brought up with --ssh")
     p.add_argument("--out", help="write it to this file (default: print)")
@@ -165,6 +169,9 @@ def _bench(sub, handler: Handler) -> None:
     p.add_argument("--repeat", type=int_in(1, 100), default=1)
     p.add_argument("--max-downtime-ms", type=int_in(*vmdom.DOWNTIME_MS_RANGE, "ms"), default=0)
     p.add_argument("--postcopy", action="store_true")
+    p.add_argument("--tls", type=list_of(on_off, 2), default=None,
+                   help="comma list of on/off: every point with and without TLS for migration data "
+                        "(default: the node's default, on unless the cell is insecure)")
     p.add_argument("--src", type=host_name, default="h1")
     p.add_argument("--dst", type=host_name, default="h2")
     p.add_argument("--csv", default="migration-bench.csv")
@@ -261,3 +268,21 @@ def _megha(sub, handler: Handler) -> None:
     p = _add(sub, "queues", help="users' shares, usage, queue lengths and preemptions")
     _megha_common(p)
     p.set_defaults(fn=handler("megha_cmd", "cmd_queues"))
+
+
+# --- certificates ------------------------------------------------------------------------
+def _pki(sub, handler: Handler) -> None:
+    pp = _group(sub, "pki", "a cell CA and certificates for lab servers (the Ansible roles use these)")
+    p = _add(pp, "init", help="create the cell's CA in DIR, or install the operator's (kept if present)")
+    p.add_argument("--dir", required=True, help="the CA's folder (0700; keys 0600)")
+    p.add_argument("--days", type=int_in(1, 3650, "days"), default=30)
+    p.add_argument("--ca-cert", default="", help="the operator's CA certificate (with --ca-key)")
+    p.add_argument("--ca-key", default="", help="the operator's CA key")
+    p.set_defaults(fn=handler("pki_cmd", "cmd_pki_init"))
+    p = _add(pp, "issue", help="a certificate for one identity (kept if still good)")
+    p.add_argument("--dir", required=True, help="the CA's folder; the certificate goes there as ROLE-NAME.crt/.key")
+    p.add_argument("--role", choices=[r.value for r in Role], required=True)
+    p.add_argument("--name", type=host_name, required=True, help="h1, ba1, gm1, lm1a, admin ...")
+    p.add_argument("--address", action="append", default=[], help="an IP address the identity serves on (repeatable)")
+    p.add_argument("--days", type=int_in(1, 3650, "days"), default=30)
+    p.set_defaults(fn=handler("pki_cmd", "cmd_pki_issue"))

@@ -4,6 +4,8 @@ Each error carries the gRPC status code it surfaces as (see cellbed.runtime.rpc.
 """
 from __future__ import annotations
 
+import math
+
 import grpc
 
 
@@ -14,9 +16,14 @@ class CellbedError(Exception):
 
 
 class InvalidArgument(CellbedError):
-    """A field is malformed or out of range; the message names the field and the range."""
+    """A field is malformed or out of range; the message names the field and the range.
+    *reason* is a short key for counting refusals (see cellbed.domain.validate)."""
 
     code = grpc.StatusCode.INVALID_ARGUMENT
+
+    def __init__(self, msg: str = "", *, reason: str = "invalid") -> None:
+        super().__init__(msg)
+        self.reason = reason
 
 
 class NotFound(CellbedError):
@@ -66,4 +73,5 @@ def check_range(field: str, value: float, lo: float, hi: float, unit: str = "") 
     """Raise InvalidArgument naming *field* and the allowed range unless lo <= value <= hi."""
     if not (lo <= value <= hi):  # also rejects NaN
         u = f" {unit}" if unit else ""
-        raise InvalidArgument(f"{field}={value!r}{u} is out of range: allowed {lo}..{hi}{u}")
+        reason = "not_finite" if isinstance(value, float) and not math.isfinite(value) else "out_of_range"
+        raise InvalidArgument(f"{field}={value!r}{u} is out of range: allowed {lo}..{hi}{u}", reason=reason)

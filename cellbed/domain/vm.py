@@ -13,6 +13,7 @@ import re
 from typing import Awaitable, Callable, Protocol
 
 from cellbed.domain.errors import InvalidArgument, check_range
+from cellbed.domain.validate import MAX_CONSTRAINTS, MAX_NAME, bounded_list, bounded_str, shown
 from cellbed.domain.constraints import Constraint, ConstraintOp
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
@@ -66,7 +67,9 @@ class VmSpec:
 
     def validate(self, limits: SpecLimits = REAL_VM_LIMITS) -> "VmSpec":
         if not NAME_RE.fullmatch(self.name or ""):
-            raise InvalidArgument(f"name={self.name!r} is invalid: allowed [a-z0-9][a-z0-9-]{{0,30}}")
+            raise InvalidArgument(f"name={shown(self.name)} is invalid: allowed [a-z0-9][a-z0-9-]{{0,30}}")
+        bounded_str("user", self.user, MAX_NAME)
+        bounded_list("constraints", self.constraints, MAX_CONSTRAINTS)
         check_range("mem_mib", self.mem_mib, *limits.mem_mib, "MiB")
         check_range("vcpus", self.vcpus, *limits.vcpus)
         check_range("cpu_load", self.cpu_load, *CPU_LOAD_RANGE)
@@ -141,6 +144,7 @@ class MigrationOptions:
     parallel_connections: int = 0
     completion_timeout_s: float = 120.0
     timeout_policy: TimeoutPolicy = TimeoutPolicy.ABORT
+    tls: bool | None = None        # migration data over TLS; None = the node's default (on unless insecure)
 
     def validate(self) -> "MigrationOptions":
         check_range("bandwidth_mib_s", self.bandwidth_mib_s, *BANDWIDTH_RANGE, "MiB/s")

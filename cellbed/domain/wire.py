@@ -8,6 +8,7 @@ import math
 
 from cellbed.domain.constraints import AttrValue, Constraint, ConstraintOp
 from cellbed.domain.vm import VmSpec
+from cellbed.domain.validate import integer_text, shown
 from cellbed.v1 import common_pb2 as cpb, node_pb2 as npb
 from cellbed.domain.errors import InvalidArgument
 
@@ -20,9 +21,9 @@ def _value_pb(v: AttrValue) -> tuple[str, bool]:
     return ("" if v is None else str(v)), False
 
 
-def _value_from_pb(text: str, integer: bool) -> AttrValue:
+def _value_from_pb(text: str, integer: bool, field: str = "value") -> AttrValue:
     if integer:
-        return int(text)
+        return integer_text(field, text)      # InvalidArgument unless a 64-bit integer
     return text if text else None
 
 
@@ -33,14 +34,11 @@ def constraint_pb(c: Constraint) -> cpb.Constraint:
 
 def constraint_from_pb(p: cpb.Constraint) -> Constraint:
     if not p.attribute:
-        raise InvalidArgument("constraint.attribute must be set")
+        raise InvalidArgument("constraint.attribute must be set", reason="missing")
     if p.op == cpb.CONSTRAINT_OP_UNSPECIFIED or p.op - 1 not in ConstraintOp._value2member_map_:
-        raise InvalidArgument(f"constraint {p.attribute}: op={p.op} is out of range: allowed 1..4 "
-                              "(EQUAL, NOT_EQUAL, LESS_THAN, GREATER_THAN)")
-    try:
-        value = _value_from_pb(p.value, p.integer)
-    except ValueError:
-        raise InvalidArgument(f"constraint {p.attribute}: value={p.value!r} is marked integer but is not") from None
+        raise InvalidArgument(f"constraint {shown(p.attribute)}: op={p.op} is out of range: allowed 1..4 "
+                              "(EQUAL, NOT_EQUAL, LESS_THAN, GREATER_THAN)", reason="unknown_enum")
+    value = _value_from_pb(p.value, p.integer, f"constraint {shown(p.attribute)}: value")
     return Constraint(p.attribute, ConstraintOp(p.op - 1), value)
 
 
@@ -61,7 +59,8 @@ def attributes_pb(attrs: Mapping[str, AttrValue]) -> list[cpb.Attribute]:
 
 
 def attributes_from_pb(ps: Iterable[cpb.Attribute]) -> dict[str, AttrValue]:
-    return {p.name: _value_from_pb(p.value, p.integer) for p in ps}
+    """InvalidArgument for a value marked integer that is not a 64-bit integer."""
+    return {p.name: _value_from_pb(p.value, p.integer, f"attribute {shown(p.name)}: value") for p in ps}
 
 
 def resources(cpu_cores: float, mem_mib: float) -> cpb.Resources:

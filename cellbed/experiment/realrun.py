@@ -19,6 +19,7 @@ from cellbed.experiment.realpoll import PollMixin
 from cellbed.experiment.results import ResultsWriter
 from cellbed.metrics.rows import AllocationRow
 from cellbed.metrics.ticks import TickAccumulator
+from cellbed.cell import cell_pki
 from cellbed.runtime.client import NodeClient
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
@@ -122,8 +123,9 @@ class RealRun(PollMixin):
 
     # -- main -------------------------------------------------------------------------------------------
     async def main(self) -> dict[str, Any]:
-        self.clients = {h: NodeClient(t, h) for h, t in self.hosts.items()}
-        self.transport = GrpcTransport(lambda n: n, RealClock())
+        admin = cell_pki.admin(self.st)       # the runner acts as the cell's operator
+        self.clients = {h: NodeClient(t, h, admin) for h, t in self.hosts.items()}
+        self.transport = GrpcTransport(lambda n: n, RealClock(), security=admin)
         wall0 = time.perf_counter()
         try:
             await self._wait_ready()

@@ -51,6 +51,7 @@ from cellbed.experiment.report_summary import (
     fmt_pct,
     fmt_ratio,
     summarize,
+    trace_rows,
 )
 from cellbed.experiment.report_plots import (plot_alloc_cdf, plot_asr, plot_compare_asr, plot_compare_cdf,
                                              plot_compare_overloaded, plot_migrations, plot_overloaded)
@@ -173,6 +174,13 @@ def _single(run: Run, out: Path) -> Path:
                      f"{fmt_bytes(s.migration_bytes)}.")
     if notes:
         lines += ["**Inconsistencies:** " + " ".join(notes), ""]
+    trace = trace_rows(run.manifest)
+    if "trace" in run.manifest:
+        tr = run.manifest["trace"]
+        lines += ["## Trace", "", f"Read from `{tr.get('path', '?')}`: " + ", ".join(
+            f"{t} {fmt_num(int(n))} rows" for t, n in sorted((tr.get("rows") or {}).items())) + ".", ""]
+        lines += ([md_table(["anomaly", "count", "first example"], trace), ""] if trace
+                  else ["No anomalies.", ""])
     lines += ["## Allocation score ratios", "",
               "STA/TA/PA/DA shares among nodes neither idle nor overloaded (MASB Figs 8–9; paper: MASB "
               "PA ≈ 68 %, DA ≈ 22 %, STA+TA ≈ 10 %, PA:DA ≈ 3:1; Borg replay PA:DA ≈ 3:2).", "",

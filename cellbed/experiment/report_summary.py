@@ -1,4 +1,4 @@
-"""A run's numbers for the report (pure): ASR shares, overloaded share, migrations and allocation-time percentiles and parts, and how each is formatted."""
+"""A run's numbers for the report (pure): ASR shares, overloaded share, migrations and allocation-time percentiles and parts, the trace reader's anomalies, and how each is formatted."""
 from __future__ import annotations
 
 import dataclasses
@@ -183,3 +183,21 @@ def fmt_num(x: float, digits: int = 2) -> str:
     if isinstance(x, (int, np.integer)):
         return f"{int(x):d}"
     return f"{x:.{digits}f}"
+
+
+def trace_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(what, count, first example) of every trace anomaly and note in the manifest's ``trace``
+    section, anomalies first, then the reorder window per table that moved rows; [] without a trace."""
+    tr = manifest.get("trace") or {}
+    out = []
+    for kind in ("anomalies", "notes"):
+        for k, v in sorted((tr.get(kind) or {}).items()):
+            label = k if kind == "anomalies" else f"{k} (note)"
+            out.append((label, fmt_num(int(v.get("count", 0))), str(v.get("first") or "")))
+    reorder = tr.get("reorder") or {}
+    for t, r in sorted((k, v) for k, v in reorder.items() if isinstance(v, dict)):
+        if r.get("out_of_order"):
+            out.append((f"reorder {t}: rows moved / beyond the window / largest distance",
+                        f"{r['out_of_order']} / {r.get('late', 0)} / {r.get('max_distance_us', 0) / 1e6:g} s",
+                        f"window {reorder.get('window_us', 0) / 1e6:g} s"))
+    return out

@@ -212,9 +212,8 @@ class ResultsWriter:
     def __init__(self, out_dir: str | Path, manifest: Mapping[str, Any], *, overwrite: bool = False) -> None:
         self.path = results_dir.prepare(out_dir, overwrite)   # refuses files, foreign folders, runs
         self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / (MANIFEST + ".tmp")
-        tmp.write_text(_dumps(dict(manifest), indent=1, sort_keys=False) + "\n")
-        os.replace(tmp, self.path / MANIFEST)
+        self._manifest = dict(manifest)
+        self._write_manifest()
         self._events = open(self.path / EVENTS, "w", encoding="utf-8")
         self._files: list[io.TextIOBase] = [self._events]
         self._csv: dict[str, Any] = {}
@@ -230,6 +229,21 @@ class ResultsWriter:
         self._wall0 = time.perf_counter()
         self._closed = False
         self.completed = False
+
+    def _write_manifest(self) -> None:
+        tmp = self.path / (MANIFEST + ".tmp")
+        tmp.write_text(_dumps(self._manifest, indent=1, sort_keys=False) + "\n")
+        os.replace(tmp, self.path / MANIFEST)
+
+    def update_manifest(self, **sections: Any) -> None:
+        """Add (or replace) top-level sections of manifest.json, rewritten whole and atomically:
+        what is known only once the run has read its input (the trace reader's counts)."""
+        self._check_open()
+        for k in sections:
+            if k in ("format", "scenario", "stages", "seed", "name"):
+                raise InvalidArgument(f"manifest section {k!r} is written at the start of the run and stays")
+        self._manifest.update(sections)
+        self._write_manifest()
 
     @property
     def last_t_s(self) -> float:

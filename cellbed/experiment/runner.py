@@ -15,7 +15,10 @@ Dispatch (one driver per kind of cell; :data:`DRIVERS`):
 * real cell (any front-end the real cell supports): :mod:`cellbed.experiment.realcell`.
 
 A driver that cannot run a combination raises FailedPrecondition naming it, before anything
-is written.  The run summary (``run_completed``) always has: tasks added/removed/live/pending,
+is written; so do trace files that are missing, empty, not gzip, truncated or have the wrong
+column count (InvalidArgument naming the file and line: :func:`check_workload`). A trace run's
+manifest gets a ``trace`` section once the run has read it: rows per table, every anomaly count
+with the file and line of its first example, and what the reorder window did.  The run summary (``run_completed``) always has: tasks added/removed/live/pending,
 lost and duplicated tasks, the agents' counters, wall time, simulated time per wall minute
 and peak RSS.
 """
@@ -40,12 +43,14 @@ from cellbed.experiment.results import ResultsWriter, build_manifest, git_revisi
 from cellbed.experiment.scenario import Scenario
 from cellbed.model.cell import ModelCell
 from cellbed.model.megha import megha_cell
-from cellbed.model.params import MASB_FRONTENDS, MEGHA_FRONTENDS, ModelCellParams, Summary
+from cellbed.model.megha_stream import CPU_SCALE_CORES, MEM_SCALE_MIB
+from cellbed.model.params import END_WITH_HOST_S, MASB_FRONTENDS, MEGHA_FRONTENDS, ModelCellParams, Summary
 from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.policy.scores.gpa import GpaParams
 from cellbed.runtime.clock import run_virtual
 from cellbed.workload.generator import WorkloadGenerator
-from cellbed.workload.trace import read_trace
+from cellbed.workload.trace import TraceReader
+from cellbed.workload.trace_check import check_trace
 
 __all__ = ["DRIVERS", "ModelDriver", "Progress", "RunResult", "model_cell_params", "run_scenario"]
 
@@ -61,16 +66,33 @@ MEGHA_NODE_MEM_MIB = 32768
 a 32-core / 64 GiB largest machine. Requests are scaled by the same 32 cores / 64 GiB."""
 
 
-def workload_events(sc: Scenario) -> Iterator:
-    """The scenario's event stream: the seeded generator, or the trace reader."""
+def check_workload(sc: Scenario) -> None:
+    """What can be refused before a run writes anything: a trace the reader cannot scale, and
+    trace files that are missing, empty, not gzip, truncated or have the wrong column count
+    (InvalidArgument naming the file, the line and the problem)."""
     w = sc.workload
-    if w.source == "generator":
-        return iter(WorkloadGenerator(sc.generator_config()))
+    if w.source != "trace":
+        return
     if w.multiplier != 1.0 or w.compaction != 0.0:
         raise errors.FailedPrecondition(
             f"workload.multiplier={w.multiplier:g} / workload.compaction={w.compaction:g}: the trace reader does "
             "not scale traces; use workload.source = 'generator', or 1.0 / 0.0 with a trace")
-    return read_trace(w.trace.path, sc.trace_options())
+    check_trace(w.trace.path)
+
+
+def workload_source(sc: Scenario) -> tuple[Iterator, TraceReader | None]:
+    """The scenario's event stream (the seeded generator, or the trace reader) and the reader,
+    whose counts the manifest records once the run has read what it needs."""
+    w = sc.workload
+    if w.source == "generator":
+        return iter(WorkloadGenerator(sc.generator_config())), None
+    reader = TraceReader(w.trace.path, sc.trace_options())
+    return iter(reader), reader
+
+
+def workload_events(sc: Scenario) -> Iterator:
+    """The scenario's event stream: the seeded generator, or the trace reader."""
+    return workload_source(sc)[0]
 
 
 @dataclasses.dataclass
@@ -123,7 +145,7 @@ def _megha_params(sc: Scenario) -> ModelCellParams:
         update_period_s=p.megha.update_period_s, probes=p.sampling.probes, shares=shares,
         queue_gm=tuple(p.megha.queue_gm), fairness=bool(shares), seed=sc.run.seed,
         monitor_period_s=sc.policy.san.monitor_period_s, duration_s=sc.run.duration_s,
-        tick_s=sc.run.tick_s).validate()
+        tick_s=sc.run.tick_s, machines="stream" if sc.workload.source == "trace" else "homogeneous").validate()
 
 
 def model_cell_params(sc: Scenario) -> ModelCellParams:
@@ -153,15 +175,23 @@ class ModelDriver:
 
     def stages(self) -> dict[str, str]:
         p = self.params
+        churn = ("a node that leaves the cell (RemoveNode) stops at once: a task on it that the trace ends "
+                 f"within {END_WITH_HOST_S:g} s ends with it, with the trace's reason; every other task the model "
+                 "had placed there waits for a new placement (counted as displaced); a node that comes back is a "
+                 "new, empty host")
         if self.masb:
             return {
-                "T11": "no node churn unless the workload emits it; tasks of a removed node are not requeued",
+                "T11": churn,
                 "B1": f"model cell: {BROKERS} broker agents syncing pairwise; NodeAgents report every "
                       f"{p.san.report_period_s:g} s, sample every {p.monitor_period_s:g} s; messages take "
                       f"{p.latency_s * 1000:g} ms + U(0, {p.jitter_s * 1000:g}) ms one way"}
-        return {"T11": "none (no node churn in the Megha front-ends' cell)",
-                "B1": f"model cell, {p.frontend}: {p.nodes} homogeneous nodes of {MEGHA_NODE_CPU:g} cores / "
-                      f"{MEGHA_NODE_MEM_MIB} MiB; the generator's warm-start tasks pre-placed, later arrivals "
+        cells = (f"the trace's machines (capacity × {CPU_SCALE_CORES:g} cores / {MEM_SCALE_MIB:g} MiB, "
+                 "their attributes; machines added later join when the trace adds them)"
+                 if p.megha.machines == "stream" else
+                 f"{p.nodes} homogeneous nodes of {MEGHA_NODE_CPU:g} cores / {MEGHA_NODE_MEM_MIB} MiB")
+        return {"T11": churn.replace("waits for a new placement", "goes back to the front-end for the rest of its "
+                                     "duration"),
+                "B1": f"model cell, {p.frontend}: {cells}; the stream's warm-start tasks pre-placed, later arrivals "
                       "through the front-end; tasks hold their requests and use no CPU (the Megha model "
                       "measures placement, so used CPU in ticks.csv is 0 and ASR reflects memory only)"}
 
@@ -180,10 +210,15 @@ class ModelDriver:
             if self.profile is not None:
                 self.profile.on_tick(t.t_s)
 
-        cell = ModelCell(self.params, workload_events(sc), on_tick=on_tick, on_allocation=w.allocation,
+        events, reader = workload_source(sc)
+        cell = ModelCell(self.params, events, on_tick=on_tick, on_allocation=w.allocation,
                          on_migration=w.migration)
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        s = run_virtual(cell.run())
+        try:
+            s = run_virtual(cell.run())
+        finally:
+            if reader is not None:       # what was read, also when the run failed part-way
+                w.update_manifest(trace=reader.report())
         if self.profile is not None:
             self.profile.close(sc.run.duration_s)
         wall = time.perf_counter() - wall0
@@ -200,6 +235,8 @@ class ModelDriver:
                "sim_min_per_wall_min": round(sim / wall, 3) if wall > 0 else None,
                "peak_rss_mib": round(peak_rss_mib(), 1), "nodes": len(cell.hosts)}
         out.update(self._masb_summary(s, cell, pending) if self.masb else self._megha_summary(s))
+        if reader is not None:
+            out["trace_anomalies"] = {k: v["count"] for k, v in reader.report()["anomalies"].items()}
         return out
 
     @staticmethod
@@ -217,6 +254,7 @@ class ModelDriver:
         return {"tasks": {"added": s.tasks_added, "prefilled": x["prefilled"],
                           "prefill_dropped": x["prefill_dropped"], "arrivals": x["arrivals"],
                           "placed": x["placed"], "pending": x["pending_rows"], "lost": 0, "duplicated": 0},
+                "stream": x.get("stream", {}),
                 "frontend": s.counters, "lm": x["lm"], "messages": x["messages"]}
 
 
@@ -276,6 +314,7 @@ def run_scenario(sc: Scenario, out: str | Path, *, progress: TextIO | None = sys
     run fails, events.jsonl ends with ``run_failed`` and the folder stays incomplete.
     """
     drv = driver_for(sc)
+    check_workload(sc)
     if profile is not None:
         if not isinstance(drv, ModelDriver):
             raise errors.FailedPrecondition(

@@ -158,7 +158,7 @@ class Scenario:
         try:
             return TraceOptions(window_start_us=t.window_start_us, window_end_us=t.window_end_us,
                                 node_fraction=t.node_fraction, node_seed=t.node_seed,
-                                removed_task_grace_us=t.removed_task_grace_us)
+                                removed_task_grace_us=t.removed_task_grace_us, reorder_window_us=t.reorder_window_us)
         except ValueError as e:
             raise InvalidArgument(str(e).replace("TraceOptions.", "workload.trace.")) from None
 

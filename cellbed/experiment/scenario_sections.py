@@ -62,6 +62,9 @@ class TraceSection:
     node_seed: int = knob(0, "seed of the machine subset", lo=0, hi=2**63 - 1)
     removed_task_grace_us: int = knob(600_000_000, "late usage of a removed task within this is tolerated, µs",
                                       lo=0, unit="µs")
+    reorder_window_us: int = knob(600_000_000, "rows up to this far back in time within a table are put back in "
+                                                "order (usage rows: by start time); rows further back are counted "
+                                                "as late_rows and take the last time released, µs", lo=0, unit="µs")
 
     def __post_init__(self) -> None:
         s, e = self.window_start_us, self.window_end_us

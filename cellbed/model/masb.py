@@ -17,10 +17,10 @@ from cellbed import assembly
 from cellbed.domain.wire import spec_pb
 from cellbed.domain import errors, wire
 from cellbed.domain.constraints import constraints_match
-from cellbed.domain.names import task_name
 from cellbed.domain.vm import VmSpec
 from cellbed.metrics.rows import AllocationRow, MigrationRow
 from cellbed.model.front import Front
+from cellbed.model.masb_stream import HOST_EVENTS, StreamMixin
 from cellbed.model.params import Summary
 from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
 from cellbed.workload import events as ev
@@ -39,8 +39,9 @@ def _ms(x) -> float:
     return v if math.isfinite(v) and v >= 0 else math.nan
 
 
-class MasbFront(Front):
-    """Placement by brokers (masb) or central best fit (bestfit), SAN per host, churn from events."""
+class MasbFront(StreamMixin, Front):
+    """Placement by brokers (masb) or central best fit (bestfit), SAN per host; every event of
+    the stream acted on as masb_stream.py says (hosts join and leave, tasks run again, change)."""
 
     def __init__(self, cell) -> None:
         super().__init__(cell)
@@ -52,6 +53,9 @@ class MasbFront(Front):
         self.live: dict[str, VmSpec] = {}          # tasks between AddTask and RemoveTask
         self.pending: collections.OrderedDict[str, VmSpec] = collections.OrderedDict()
         self.remove_later: set[str] = set()
+        self.update_later: dict[str, bool] = {}   # placed tasks whose update waits for their migration
+        self.run_name: dict[tuple[int, int], str] = {}   # task -> its run's name, when not t<job>-<index>
+        self.displaced_at: dict[str, float] = {}  # tasks waiting since their host left -> when it left
         self.usage_boost: set[str] = set()        # tasks whose CPU use is multiplied (overload injection)
         self.boosted_hosts: list[str] = []
         self.added = self.removed = 0
@@ -65,22 +69,6 @@ class MasbFront(Front):
         cfg = GeneratorConfig.from_mapping({"nodes": self.p.nodes, "duration_s": self.p.duration_s,
                                             "seed": self.p.seed, **self.p.generator})
         return WorkloadGenerator(cfg)
-
-    async def _add_host(self, node_id: int, cpu: float, mem: float) -> None:
-        name = f"n{node_id}"
-        self.node_of_id[node_id] = name
-        cfg = assembly.model_config(name, cpu * self.p.cpu_scale_cores, max(64, int(mem * self.p.mem_scale_mib)),
-                                    monitor_period_s=self.p.monitor_period_s)
-        h = await self.cell.add_host(cfg, start=False)
-        await h.agent.start(first_sample_delay_s=self.rng.uniform(0, self.p.monitor_period_s))
-        san, _ = assembly.build_san(self.cell.env, h.agent, dataclasses.replace(self.p.san, enabled=self.p.san.enabled),
-                                    [b.name for b in self.brokers], "model", on_migration=self._on_migration,
-                                    on_refused=self._on_refused)
-        san.start()
-        self.sans[name] = san
-
-    def _host_of(self, node_id: int):
-        return self.hosts.get(self.node_of_id.get(node_id, ""))
 
     def _on_migration(self, rec: npb.MigrationRecord, neg, forced: bool) -> None:
         ok = rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED
@@ -100,16 +88,6 @@ class MasbFront(Front):
                                          outcome="refused", forced=bool(forced), san_id=neg.san_id))
 
     # --- workload -----------------------------------------------------------------------------
-    def _spec(self, e: ev.AddTask) -> VmSpec:
-        cpu = e.cpu_request * self.p.cpu_scale_cores
-        mem = max(1, int(round(e.mem_request * self.p.mem_scale_mib)))
-        vcpus = max(1, math.ceil(cpu - 1e-9))
-        used_cpu = 0.45 * cpu      # until the first usage record: the mean use/request ratio
-        return VmSpec(name=task_name(e.job_id, e.task_index), mem_mib=mem, vcpus=vcpus,
-                      cpu_load=min(1.0, used_cpu / vcpus), wss_mib=max(0, int(0.8 * mem)), dirty_mib_s=0.0,
-                      production=e.band == ev.Band.PRODUCTION, priority=e.priority, req_cpu_cores=min(cpu, vcpus),
-                      constraints=tuple(e.constraints), user=e.user)
-
     async def _place(self, spec: VmSpec) -> bool:
         if self.p.frontend == "bestfit":
             return await self._place_bestfit(spec)
@@ -123,6 +101,9 @@ class MasbFront(Front):
                                       masbpb.AllocateTaskRequest(task=task, spec=spec_pb(spec), launch=True), timeout=60)
             return True
         except errors.FailedPrecondition:
+            return False
+        except errors.CellbedError:            # e.g. the host it was started on has just left
+            self.counters["placement_errors"] += 1
             return False
 
     def _best_host(self, spec: VmSpec) -> str | None:
@@ -155,6 +136,9 @@ class MasbFront(Front):
             return True
         except errors.FailedPrecondition:
             return False
+        except errors.CellbedError:
+            self.counters["placement_errors"] += 1
+            return False
         finally:
             bc, bm = self._bestfit_booked.pop(best)
             if bc - spec.requested_cpu > 1e-9 or bm - spec.mem_mib > 0:
@@ -171,10 +155,11 @@ class MasbFront(Front):
         self.arrival[spec.name] = (t_arr, attempts + 1)
         if not await self._place(spec):
             if spec.name in self.live:
-                self.pending[spec.name] = spec
+                self.pending[spec.name] = self.live[spec.name]      # with any update made meanwhile
                 self.counters["placement_deferred"] += 1
             return
         self.arrival.pop(spec.name, None)
+        self.displaced_at.pop(spec.name, None)
         # virtual time: decisions take no time, so the parts are the wait in the front-end's
         # queue (deferred placements) and the messages of the last, successful attempt
         now = self.clock.monotonic()
@@ -196,34 +181,6 @@ class MasbFront(Front):
         except errors.NotFound:
             self.remove_later.add(name)
 
-    def apply(self, e: ev.WorkloadEvent) -> None:
-        if isinstance(e, ev.UpdateTaskUsedResources):
-            name = task_name(e.job_id, e.task_index)
-            cpu = (e.cpu_rate or 0.0) * self.p.cpu_scale_cores
-            mem = (e.canonical_memory or 0.0) * self.p.mem_scale_mib
-            if name in self.usage_boost:
-                cpu *= self.p.overload_factor
-            self.cell.fabric.set_usage(name, cpu, mem)
-        elif isinstance(e, ev.AddTask):
-            spec = self._spec(e)
-            self.live[spec.name] = spec
-            self.added += 1
-            self._spawn(self._arrive(spec))
-        elif isinstance(e, ev.RemoveTask):
-            name = task_name(e.job_id, e.task_index)
-            if self.live.pop(name, None) is not None:
-                self.removed += 1
-                self.arrival.pop(name, None)
-                self._spawn(self._stop(name))
-        elif isinstance(e, ev.AddNodeAttributes):
-            h = self._host_of(e.node_id)
-            if h is not None:
-                h.agent.update_attributes(set_=e.as_dict())
-        elif isinstance(e, ev.RemoveNodeAttributes):
-            h = self._host_of(e.node_id)
-            if h is not None:
-                h.agent.update_attributes(remove=e.names)
-
     # --- ticks and checks ------------------------------------------------------------------------
     async def _ticker(self, ticks: list) -> None:
         """Every tick_s up to and including duration_s, then return. (The run waits for it to
@@ -235,6 +192,8 @@ class MasbFront(Front):
                 self.remove_later.discard(name)
                 if self.cell.fabric.location.get(name) is not None:
                     self._spawn(self._stop(name))
+            for name in list(self.update_later):
+                self._spawn(self._update_placed(name))
             retry = self.p.retry_per_tick or max(500, self.p.nodes // 4)
             for name, spec in list(itertools.islice(self.pending.items(), retry)):
                 del self.pending[name]
@@ -252,8 +211,8 @@ class MasbFront(Front):
         dup = [n for n, k in holders.items() if k > 1]
         lost = [n for n in self.live if n not in self.pending and fabric.location.get(n) is None]
         for n, host in fabric.location.items():
-            v = self.hosts[host].agent.view()
-            if n not in v.vm_names and n not in v.incoming_names:
+            h = self.hosts.get(host)
+            if h is None or (n not in h.agent.view().vm_names and n not in h.agent.view().incoming_names):
                 lost.append(n)
         return lost, dup
 
@@ -302,12 +261,12 @@ class MasbFront(Front):
                 if ticker is None:
                     ticker = await self._begin(ticks)
                 await self.clock.sleep(t - self.clock.monotonic())
-            if isinstance(e, ev.AddNode):
-                await self._add_host(e.node_id, e.cpu, e.mem)
-                continue
-            if ticker is None and not isinstance(e, (ev.AddNodeAttributes, ev.RemoveNodeAttributes)):
+            if ticker is None and not isinstance(e, ev.NodeEvent):
                 ticker = await self._begin(ticks)
-            self.apply(e)
+            if isinstance(e, HOST_EVENTS):
+                await self.apply_node(e)
+            else:
+                self.apply(e)
         return ticker if ticker is not None else await self._begin(ticks)
 
     async def _settle(self) -> None:
@@ -353,6 +312,8 @@ class MasbFront(Front):
         await self.clock.sleep(max(0.0, self.p.overload_at_s - self.clock.monotonic()))
         fabric = self.cell.fabric
         for h in self.boosted_hosts:
+            if h not in self.hosts:
+                continue
             for name in list(self.hosts[h].agent.view().vm_names):
                 self.usage_boost.add(name)
                 b = fabric.backends[h]

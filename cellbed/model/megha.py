@@ -25,8 +25,9 @@ from cellbed.domain import wire
 from cellbed.domain.config import check_keys
 from cellbed.domain.errors import InvalidArgument
 from cellbed.model.megha_run import ModelRunResult, run_arrivals, run_stream
+from cellbed.model.megha_stream import CPU_SCALE_CORES, MEM_SCALE_MIB, Machine
 from cellbed.model.front import Front
-from cellbed.model.params import MeghaParams, ModelCellParams
+from cellbed.model.params import MIN_HOST_CPU, MIN_HOST_MEM_MIB, MeghaParams, ModelCellParams
 from cellbed.policy.megha.fairness import QueueConfig, dominant_share
 from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.workload.generator import attribute_name
@@ -80,6 +81,9 @@ class MeghaFront(Front):
         self.submitter = None
         self.lm_hosts: dict[str, list[str]] = {}
         self.attributes: dict[str, dict] = {}
+        self.all_hosts: dict = {}                  # every host built; cell.hosts holds those in the cell now
+        self.capacity: dict[str, tuple[float, float]] = {}   # host -> (cores, MiB) now; (0, 0) while out
+        self.machine_host: dict[int, str] = {}     # stream machine -> the host standing for it
 
     def queues(self) -> list[QueueConfig]:
         return megha_queues(self.p)
@@ -101,28 +105,52 @@ class MeghaFront(Front):
                 raise InvalidArgument(f"host_attributes has {len(self._host_attributes)} entries, nodes = {p.nodes}")
             self.attributes = dict(zip(names, (dict(a) for a in self._host_attributes)))
 
-    async def build(self) -> "MeghaFront":
+    def stream_capacity(self, cpu: float, mem: float) -> tuple[float, int]:
+        """A stream machine's normalised capacity in cores and MiB (at least the smallest host)."""
+        return max(MIN_HOST_CPU, cpu * CPU_SCALE_CORES), max(MIN_HOST_MEM_MIB, int(mem * MEM_SCALE_MIB))
+
+    async def build(self, machines: list[Machine] | None = None) -> "MeghaFront":
+        """Build the cell. ``megha.machines = "stream"`` (a trace): the hosts are *machines* (the
+        stream's, :class:`~cellbed.model.megha_stream.StreamPlan`), each with its capacity and
+        attributes; those not there at 0 s start out of the cell. Otherwise the homogeneous cell
+        of ``nodes`` hosts with drawn attributes, the stream's first machines standing for them
+        in order (for their joins and leaves)."""
         p, m = self.p, self.m
         env = self.cell.make_env(cost=m.cost.seconds if m.cost is not None else None)
         rng = np.random.default_rng(np.random.SeedSequence([p.seed, 1]))
-        width = max(5, len(str(p.nodes)))
-        names = [f"h{i:0{width}d}" for i in range(1, p.nodes + 1)]
-        self._draw_attributes(names, rng)
-        L = p.n_lms
+        stream = m.machines == "stream"
+        if stream and not machines:
+            raise InvalidArgument("megha.machines = 'stream' needs the stream's machines: the stream adds none")
+        n = len(machines) if stream else p.nodes
+        width = max(5, len(str(n)))
+        names = [f"h{i:0{width}d}" for i in range(1, n + 1)]
+        if stream:
+            caps = {h: self.stream_capacity(mc.cpu, mc.mem) for h, mc in zip(names, machines)}
+            self.attributes = {h: dict(mc.attributes) for h, mc in zip(names, machines)}
+            absent = {h for h, mc in zip(names, machines) if not mc.present}
+        else:
+            self._draw_attributes(names, rng)
+            caps = {h: (m.node_cpu, m.node_mem_mib) for h in names}
+            absent = set()
+        self.machine_host = {mc.node_id: h for mc, h in zip(machines or (), names)}
+        self.capacity = {h: ((0.0, 0.0) if h in absent else caps[h]) for h in names}
+        L = min(p.n_lms, n)
         for j in range(L):
-            self.lm_hosts[f"lm{j + 1}"] = names[j * p.nodes // L:(j + 1) * p.nodes // L]
+            self.lm_hosts[f"lm{j + 1}"] = names[j * n // L:(j + 1) * n // L]
         hosts = await asyncio.gather(*(assembly.model_host(env, assembly.model_config(
-            h, m.node_cpu, m.node_mem_mib, self.attributes[h], monitor_period_s=p.monitor_period_s,
+            h, caps[h][0], caps[h][1], self.attributes[h], monitor_period_s=p.monitor_period_s,
             admission="requested")) for h in names))
         for h in hosts:
-            self.cell.hosts[h.name] = h
+            self.all_hosts[h.name] = h
+            if h.name not in absent:
+                self.cell.hosts[h.name] = h
         background = self._background(rng) if m.background_fill > 0 else []
         if p.frontend == "sampling":
-            await self._build_sampling()
+            await self._build_sampling(absent)
             by_host = {w.host: w for w in self.workers}
             await asyncio.gather(*(by_host[h].place_direct(t) for h, t in background))
         else:
-            await self._build_megha()
+            await self._build_megha(absent)
             await self._fill(background)
         return self
 
@@ -157,7 +185,7 @@ class MeghaFront(Front):
                 left -= cpu
         return out
 
-    async def _build_megha(self) -> None:
+    async def _build_megha(self, absent: set[str] = frozenset()) -> None:
         p, env = self.p, self.cell.env
         gms = [f"gm{i + 1}" for i in range(p.n_gms)]
         lm_inst: dict[str, list[str]] = {}
@@ -172,6 +200,8 @@ class MeghaFront(Front):
                 self.lms[name] = a
                 lms.append(a)
         await asyncio.gather(*(a.start() for a in lms))
+        for h in sorted(absent):                   # out of the cell until the stream adds it
+            self.lm_for(h).update_host(h, 0.0, 0.0)
         queues = self.queues()
         known = tuple(attribute_name(j) for j in range(len(self.m.attribute_probs)))
         for g in gms:
@@ -180,32 +210,44 @@ class MeghaFront(Front):
         await asyncio.gather(*(a.start() for a in self.gms.values()))
         self.submitter = GmSubmitter(self.gms, name=p.frontend)
 
-    async def _build_sampling(self) -> None:
+    async def _build_sampling(self, absent: set[str] = frozenset()) -> None:
         m, env = self.m, self.cell.env
-        for mh in self.host_list:
+        for mh in self.all_hosts.values():
             w, _ = assembly.build_sampling_worker(env, mh)
             self.workers.append(w)
         await asyncio.gather(*(w.start() for w in self.workers))
-        names = [mh.name for mh in self.host_list]
+        for w in self.workers:
+            if w.host in absent:
+                w.set_capacity(0.0, 0.0)
+        names = list(self.all_hosts)
         attrs = [self.attributes[h] for h in names]
         for i in range(m.schedulers or m.gms):
             s, _ = assembly.build_sampling_scheduler(
-                env, f"s{i + 1}", i, hosts=names, cap_cpu=[m.node_cpu] * len(names),
-                cap_mem=[m.node_mem_mib] * len(names), attributes=attrs, probes=m.probes)
+                env, f"s{i + 1}", i, hosts=names, cap_cpu=[self.capacity[h][0] for h in names],
+                cap_mem=[self.capacity[h][1] for h in names], attributes=attrs, probes=m.probes)
             self.schedulers.append(s)
         self.submitter = SamplingFrontend(self.schedulers)
 
     async def close(self) -> None:
         for a in list(self.gms.values()) + list(self.lms.values()) + self.workers:
             await a.stop()
-        for mh in self.host_list:
+        for mh in self.all_hosts.values():
             await mh.agent.stop()
+
+    def lm_for(self, host: str):
+        """The active instance of the LM whose cluster holds *host*."""
+        lm = next(lm for lm, hs in self.lm_hosts.items() if host in hs)
+        inst = [a for a in self.lms.values() if a.lm == lm]
+        return next((a for a in inst if a.role == ACTIVE), inst[0])
+
+    def worker_for(self, host: str):
+        return next(w for w in self.workers if w.host == host)
 
     # --- observation ---------------------------------------------------------------------------------
     def true_usage(self) -> dict[str, float]:
         """Each user's dominant share of the cell now, from the LMs' true state."""
-        cap_c = self.m.node_cpu * self.p.nodes
-        cap_m = float(self.m.node_mem_mib) * self.p.nodes
+        cap_c = sum(c for c, _ in self.capacity.values())
+        cap_m = float(sum(m for _, m in self.capacity.values()))
         tot: dict[str, list[float]] = {}
         for a in self.lms.values():
             if a.role == ACTIVE and a.cluster is not None:
@@ -226,7 +268,8 @@ class MeghaFront(Front):
                 seen[name] = h
                 cpu += t.spec.requested_cpu
                 mem += t.spec.mem_mib
-            if cpu > self.m.node_cpu + 1e-6 or mem > self.m.node_mem_mib + 1e-6:
+            cap_c, cap_m = self.capacity.get(h, (self.m.node_cpu, self.m.node_mem_mib))
+            if cpu > cap_c + 1e-6 or mem > cap_m + 1e-6:
                 raise AssertionError(f"{h}: requests {cpu:.3f} cores / {mem:.0f} MiB exceed its capacity")
         for a in self.lms.values():
             if a.role == ACTIVE and a.cluster is not None:

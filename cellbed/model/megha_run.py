@@ -7,9 +7,7 @@ import asyncio
 import dataclasses
 import math
 import time
-import zlib
 from collections import Counter
-from typing import Any
 
 import numpy as np
 
@@ -17,15 +15,10 @@ from cellbed.controller.megha.alloc import pending, summarize
 from cellbed.controller.megha.workload import Arrival
 from cellbed.domain import errors, wire
 from cellbed.domain.constraints import constraints_match
-from cellbed.domain.names import task_name
 from cellbed.metrics.rows import AllocationRow
+from cellbed.model.megha_actions import StreamActions
+from cellbed.model.megha_stream import read_stream
 from cellbed.model.params import ModelCellParams, Summary
-from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
-from cellbed.workload import events as ev
-
-CPU_SCALE_CORES = 32.0
-MEM_SCALE_MIB = 65536.0
-"""GCD requests are normalised to the largest machine: 32 cores / 64 GiB."""
 
 
 @dataclasses.dataclass
@@ -51,6 +44,9 @@ async def _sample_usage(front, t0: float, period: float, samples: list) -> None:
 
 
 async def _wait(front, bg: set, drain_s: float, stop_at_s: float | None, t0: float) -> None:
+    """After the last arrival: with *stop_at_s*, until then (a stream's run lasts its duration,
+    whenever its last task arrives); without, until everything has started or *drain_s* has
+    passed."""
     clock = front.clock
     end = (t0 + stop_at_s) if stop_at_s is not None else None
     deadline = clock.monotonic() + drain_s
@@ -58,7 +54,7 @@ async def _wait(front, bg: set, drain_s: float, stop_at_s: float | None, t0: flo
         now = clock.monotonic()
         if end is not None and now >= end:
             break
-        if end is None and (not front.submitter.unstarted() and not bg) or now >= deadline:
+        if end is None and (not front.submitter.unstarted() and not bg or now >= deadline):
             break
         await clock.sleep(min(1.0, max(1e-3, (end or deadline) - now)))
 
@@ -135,35 +131,6 @@ async def run_arrivals(front, arr: list[Arrival], drain_s: float = 300.0, sample
 
 # --- the scenario's GCD-shaped stream ----------------------------------------------------------------
 
-def stream_tasks(events, duration_s: float, users: tuple[str, ...]) -> tuple[list, list]:
-    """(warm, arrivals) of MeghaTasks from the stream, read up to *duration_s*: each AddTask's
-    duration is its RemoveTask time minus its arrival (tasks still running run to the end)."""
-    adds: dict[tuple[int, int], tuple[float, Any]] = {}
-    ends: dict[tuple[int, int], float] = {}
-    t0 = None
-    for e in events:
-        if t0 is None:
-            t0 = e.time_us
-        t = (e.time_us - t0) / 1e6
-        if t > duration_s:
-            break
-        if isinstance(e, ev.AddTask):
-            adds[e.task_key] = (t, e)
-        elif isinstance(e, ev.RemoveTask) and e.task_key in adds:
-            ends[e.task_key] = t
-    warm, arr = [], []
-    for k, (t, e) in adds.items():
-        u = users[zlib.crc32(e.user.encode()) % len(users)]      # stable across processes
-        task = meghapb.MeghaTask(
-            name=task_name(e.job_id, e.task_index), user=u,
-            request=wire.resources(max(1e-3, e.cpu_request * CPU_SCALE_CORES),
-                                   max(1, int(round(e.mem_request * MEM_SCALE_MIB)))),
-            constraints=wire.constraints_pb(e.constraints),
-            duration_s=max(1e-3, ends.get(k, duration_s) - t), workload=npb.Workload(cpu_load=0.0))
-        (warm if t == 0.0 else arr).append((t, task))
-    return warm, arr
-
-
 async def prefill(front, warm: list) -> int:
     """Place the warm-start tasks directly (best effort, most free CPU first), not through the
     front-end; returns how many fit nowhere (dropped)."""
@@ -215,12 +182,16 @@ def _unplaced(res: ModelRunResult) -> list[AllocationRow]:
 
 async def run_stream(front, events) -> Summary:
     """The stream's warm-start tasks pre-placed, later arrivals through the front-end until
-    duration_s, a tick row every tick_s; the Summary's ``extra`` holds the Megha counts."""
+    duration_s, the stream's machine and task changes applied at their times
+    (:mod:`cellbed.model.megha_actions`), a tick row every tick_s; the Summary's ``extra``
+    holds the Megha counts."""
     cell, p = front.cell, front.p
-    warm, arr = stream_tasks(events, p.duration_s, front.users)
+    plan = read_stream(events, p.duration_s, front.users)
+    warm, arr = plan.warm, plan.arrivals
     arrivals = [Arrival(t, task, i) for i, (t, task) in enumerate(arr)]
     ticks: list = []
-    await front.build()
+    await front.build(plan.machines)
+    actions = None
     try:
         dropped = await prefill(front, warm)
         epoch = cell.clock.now()
@@ -240,9 +211,16 @@ async def run_stream(front, events) -> Summary:
 
         front.submitter.on_record(on_record)
         tk = asyncio.ensure_future(ticker())
+        if plan.actions:
+            actions = StreamActions(front, plan, cell.clock.monotonic(), p.duration_s)
+            act = asyncio.ensure_future(actions.run())
         res = await front.run_arrivals(arrivals, drain_s=0.0, stop_at_s=p.duration_s)
         tk.cancel()
         await asyncio.gather(tk, return_exceptions=True)
+        if actions is not None:
+            act.cancel()
+            await asyncio.gather(act, return_exceptions=True)
+            await actions.cancel()
         while (len(ticks) + 1) * p.tick_s <= p.duration_s + 1e-6:
             sample()        # the run stopped at duration_s, before the last tick's timer fired
         front.check_no_double_allocation()
@@ -252,8 +230,9 @@ async def run_stream(front, events) -> Summary:
     for row in unplaced:
         cell.allocation(row)
     placed = {r.task for r in res.records if r.outcome == "placed"}
+    stream = dict(sorted((plan.counts + (actions.counters if actions is not None else Counter())).items()))
     extra = {"prefilled": len(warm) - dropped, "prefill_dropped": dropped, "arrivals": len(arr),
              "placed": len(placed), "pending_rows": len(unplaced), "lm": dict(sorted(res.lm_counters.items())),
-             "messages": res.messages}
+             "messages": res.messages, "stream": stream}
     return Summary(ticks, len(warm) + len(arr), 0, len(placed), len(unplaced), [], [],
                    dict(sorted(res.counters.items())), {}, dataclasses.asdict(cell.net.stats), [], extra=extra)

@@ -14,6 +14,17 @@ from cellbed.workload.generator import DEFAULT_ATTRIBUTE_PROBS
 MASB_FRONTENDS = ("masb", "bestfit")
 MEGHA_FRONTENDS = ("megha", "central", "sampling")
 FRONTENDS = MASB_FRONTENDS + MEGHA_FRONTENDS
+MACHINES = ("homogeneous", "stream")
+
+END_WITH_HOST_S = 60.0
+"""A task on a host that leaves the cell, whose own end in the trace (EVICT, LOST, FAIL...) comes
+within this many seconds of the removal, ends with its host instead of being placed again: GCD
+records a removed machine's task ends at, or shortly after, its REMOVE."""
+
+MIN_HOST_CPU = 0.01
+MIN_HOST_MEM_MIB = 64
+"""The smallest host a NodeConfig allows: a stream machine with less (an empty GCD capacity
+field) gets this."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +49,9 @@ class MeghaParams:
                                             # attribute prevalence factor (same cell for every front-end)
     standby: bool = False                   # give every LM a standby instance
     attribute_probs: tuple[float, ...] = DEFAULT_ATTRIBUTE_PROBS
+    machines: str = "homogeneous"           # homogeneous: `nodes` hosts as above (the stream's machines stand
+                                            # for them in order: their joins and leaves apply); stream: the
+                                            # hosts are the stream's machines, capacities and attributes (a trace)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +94,11 @@ class ModelCellParams:
 
     def _validate_megha(self) -> None:
         m = self.megha
+        if m.machines not in MACHINES:
+            raise InvalidArgument(f"megha.machines={m.machines!r}: allowed {', '.join(MACHINES)}")
         check_range("gms", m.gms, 1, 1000)
-        check_range("lms", m.lms, 1, min(1000, self.nodes))
+        # with the stream's machines, `nodes` is not the cell's size: build() caps the LMs at the machines
+        check_range("lms", m.lms, 1, 1000 if m.machines == "stream" else min(1000, self.nodes))
         check_range("background_fill", m.background_fill, 0.0, 0.95)
         if m.queue_gm and len(m.queue_gm) != len(m.shares):
             raise InvalidArgument(f"queue_gm has {len(m.queue_gm)} entries: give one per share ({len(m.shares)})")

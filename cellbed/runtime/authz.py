@@ -13,8 +13,10 @@ import dataclasses
 import logging
 from typing import Any, Awaitable, Callable
 
+import aiomqtt
 import grpc
 
+from cellbed.domain.errors import FailedPrecondition
 from cellbed.domain.identity import Identity, authorize
 from cellbed.runtime.pki import TlsFiles, identity_of
 
@@ -72,6 +74,28 @@ class Security:
         ca, cert, key = self.tls.read()
         creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
         return grpc.secure_channel(target, creds, options=self.channel_options())
+
+
+def security_from(cell: str, tls_ca: str, tls_cert: str, tls_key: str, insecure: bool, where: str) -> Security:
+    """An agent's Security from its config: mTLS with the three files, or plaintext only when the
+    config says ``insecure = true``. Anything else is refused, naming the keys (never a silent
+    fallback to plaintext)."""
+    if insecure:
+        return Security.insecure(cell)
+    missing = [k for k, v in (("tls_ca", tls_ca), ("tls_cert", tls_cert), ("tls_key", tls_key)) if not v]
+    if missing:
+        raise FailedPrecondition(f"{where}: {', '.join(missing)} not set: give the cell CA's certificate and this "
+                                 "agent's certificate and key, or insecure = true for plaintext (isolated boxes only)")
+    files = TlsFiles(tls_ca, tls_cert, tls_key)
+    files.read()      # unreadable files fail now, naming the file, not at the first call
+    return Security.mtls(cell, files)
+
+
+def mqtt_tls(security: Security) -> "aiomqtt.TLSParameters | None":
+    """aiomqtt's TLS parameters for this identity (None: plaintext)."""
+    if security.tls is None:
+        return None
+    return aiomqtt.TLSParameters(ca_certs=security.tls.ca, certfile=security.tls.cert, keyfile=security.tls.key)
 
 
 def peer_identity(context: grpc.aio.ServicerContext) -> Identity | None:

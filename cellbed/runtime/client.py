@@ -5,14 +5,17 @@ from __future__ import annotations
 import grpc
 
 from cellbed.runtime import rpc
+from cellbed.runtime.authz import Security
 from cellbed.v1 import node_pb2 as npb, node_pb2_grpc as npbg
 
 
 class NodeClient:
-    def __init__(self, target: str, name: str = "") -> None:
+    def __init__(self, target: str, name: str = "", security: Security | None = None) -> None:
+        """*security*: the caller's mTLS identity (cellctl: the cell's admin certificate); None is
+        plaintext, for insecure cells."""
         self.target = target
         self.name = name or target
-        self.channel = grpc.aio.insecure_channel(target)
+        self.channel = (security or Security.insecure("")).channel(target)
         self.stub = npbg.NodeAgentStub(self.channel)
 
     async def close(self) -> None:

@@ -16,6 +16,7 @@ import grpc
 from google.protobuf import descriptor_pool, message_factory
 
 from cellbed.domain import errors
+from cellbed.runtime.authz import Security, mqtt_tls
 from cellbed.runtime.status import error_for
 from cellbed.runtime.transport import Subscriber, topic_matches
 
@@ -36,8 +37,11 @@ def reply_type(method: str) -> type:
 
 class GrpcTransport:
     def __init__(self, resolve: Callable[[str], str], clock, mqtt_host: str = "", mqtt_port: int = 1883,
-                 name: str = "", queue_size: int = 1024) -> None:
+                 name: str = "", queue_size: int = 1024, security: Security | None = None) -> None:
+        """*security*: this agent's mTLS identity for gRPC and MQTT (cellbed/runtime/authz.py);
+        None is plaintext, for tests and `insecure` cells only."""
         self.resolve = resolve
+        self.security = security if security is not None else Security.insecure("")
         self.clock = clock
         self.name = name
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -57,7 +61,7 @@ class GrpcTransport:
         if c is None:
             ch = self._channels.get(addr)
             if ch is None:
-                ch = self._channels[addr] = grpc.aio.insecure_channel(addr)
+                ch = self._channels[addr] = self.security.channel(addr)
             rt = reply_type(method)
             c = self._calls[key] = ch.unary_unary(f"/{PACKAGE}.{method}",
                                                   request_serializer=lambda m: m.SerializeToString(),
@@ -97,8 +101,8 @@ class GrpcTransport:
         while True:
             try:
                 async with aiomqtt.Client(self.mqtt_host, self.mqtt_port, timeout=5,
-                                          identifier=f"cellbed-{self.name}-{id(self):x}" if self.name else None
-                                          ) as client:
+                                          identifier=f"cellbed-{self.name}-{id(self):x}" if self.name else None,
+                                          tls_params=mqtt_tls(self.security)) as client:
                     backoff = 0.5
                     subscribed: set[str] = set()
 

@@ -117,20 +117,28 @@ class CellCA:
     def issue(self, who: Identity, addresses: list[str] = (), dns: list[str] = (),
               days: int = DEFAULT_DAYS) -> TlsFiles:
         """A certificate and key for *who*, valid for its *addresses* and *dns* names."""
+        return self._leaf(who.name, who.role.value, f"{who.role.value}-{who.name}", [who.uri], addresses, dns, days)
+
+    def issue_server(self, name: str, addresses: list[str], days: int = DEFAULT_DAYS) -> TlsFiles:
+        """A certificate for a service that is not a Cellbed identity (the cell's mosquitto): it
+        proves the server's address to clients, and no RPC accepts it as a caller."""
+        return self._leaf(name, "service", f"service-{name}", [], addresses, [], days)
+
+    def _leaf(self, cn: str, ou: str, stem: str, uris: list[str], addresses, dns, days: int) -> TlsFiles:
         key = ec.generate_private_key(ec.SECP256R1())
-        sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(who.uri)]
+        sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(u) for u in uris]
         for a in addresses:
             try:
                 sans.append(x509.IPAddress(ipaddress.ip_address(a)))
             except ValueError:
-                raise InvalidArgument(f"address {a!r} of {who}: not an IP address") from None
-        sans += [x509.DNSName(d) for d in dict.fromkeys([*dns, who.name])]
+                raise InvalidArgument(f"address {a!r} of {cn}: not an IP address") from None
+        sans += [x509.DNSName(d) for d in dict.fromkeys([*dns, cn])]
         now = _now()
         not_after = min(now + datetime.timedelta(days=days), self.cert.not_valid_after_utc)
         cert = (x509.CertificateBuilder()
                 .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Cellbed"),
-                                         x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, who.role.value),
-                                         x509.NameAttribute(NameOID.COMMON_NAME, who.name)]))
+                                         x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou),
+                                         x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
                 .issuer_name(self.cert.subject).public_key(key.public_key())
                 .serial_number(x509.random_serial_number())
                 .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(not_after)
@@ -145,7 +153,6 @@ class CellCA:
                 .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()),
                                critical=False)
                 .sign(self.key, hashes.SHA256()))
-        stem = f"{who.role.value}-{who.name}"
         cert_path, key_path = self.folder / f"{stem}.crt", self.folder / f"{stem}.key"
         _write(key_path, _key_pem(key), 0o600)
         _write(cert_path, cert.public_bytes(serialization.Encoding.PEM), 0o644)

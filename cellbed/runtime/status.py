@@ -22,10 +22,22 @@ def error_for(code: grpc.StatusCode, message: str) -> errors.CellbedError:
     return _CODE_TO_ERROR.get(code, errors.CellbedError)(message)
 
 
+MAX_DETAILS = 1024
+"""A status's details are one line of at most this many characters: an error message may quote
+what a caller sent (a name, a reason), and details beyond the peer's metadata limit (8 KiB by
+default) would reach it as another status altogether."""
+
+
+def details(msg: str) -> str:
+    """*msg* as status details: one line, cut to MAX_DETAILS characters."""
+    msg = " ".join(msg.splitlines())
+    return msg if len(msg) <= MAX_DETAILS else f"{msg[:MAX_DETAILS - 30]}... ({len(msg)} characters)"
+
+
 def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
-    """The one place where exceptions become gRPC status codes."""
+    """The one place where exceptions become gRPC status codes (and their details)."""
     if isinstance(exc, errors.CellbedError):
-        return exc.code, str(exc)
+        return exc.code, details(str(exc))
     if isinstance(exc, grpc.aio.AioRpcError):
-        return exc.code(), exc.details() or ""
-    return grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}"
+        return exc.code(), details(exc.details() or "")
+    return grpc.StatusCode.INTERNAL, details(f"{type(exc).__name__}: {exc}")

@@ -16,8 +16,10 @@ log = logging.getLogger(__name__)
 
 
 class MqttPublisher:
-    def __init__(self, host: str, port: int, prefix: str, clock, queue_size: int = 256) -> None:
+    def __init__(self, host: str, port: int, prefix: str, clock, queue_size: int = 256,
+                 tls_params: aiomqtt.TLSParameters | None = None) -> None:
         self.host, self.port, self.prefix, self.clock = host, port, prefix, clock
+        self.tls_params = tls_params      # the node's certificate: the broker's ACL is per identity
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=queue_size)
         self.dropped = 0
         self.published = 0
@@ -47,7 +49,7 @@ class MqttPublisher:
         backoff = 0.5
         while True:
             try:
-                async with aiomqtt.Client(self.host, self.port, timeout=5) as client:
+                async with aiomqtt.Client(self.host, self.port, timeout=5, tls_params=self.tls_params) as client:
                     backoff = 0.5
                     while True:
                         topic, payload, retain = await self.queue.get()

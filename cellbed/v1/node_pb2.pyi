@@ -260,7 +260,7 @@ class SetWorkloadResponse(_message.Message):
     def __init__(self, vm: _Optional[_Union[VmInfo, _Mapping]] = ...) -> None: ...
 
 class MigrationOptions(_message.Message):
-    __slots__ = ("bandwidth_mib_s", "max_downtime_ms", "auto_converge", "postcopy", "compression", "parallel_connections", "completion_timeout_s", "timeout_policy")
+    __slots__ = ("bandwidth_mib_s", "max_downtime_ms", "auto_converge", "postcopy", "compression", "parallel_connections", "completion_timeout_s", "timeout_policy", "tls")
     BANDWIDTH_MIB_S_FIELD_NUMBER: _ClassVar[int]
     MAX_DOWNTIME_MS_FIELD_NUMBER: _ClassVar[int]
     AUTO_CONVERGE_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +269,7 @@ class MigrationOptions(_message.Message):
     PARALLEL_CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_POLICY_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
     bandwidth_mib_s: int
     max_downtime_ms: int
     auto_converge: bool
@@ -277,10 +278,11 @@ class MigrationOptions(_message.Message):
     parallel_connections: int
     completion_timeout_s: float
     timeout_policy: TimeoutPolicy
-    def __init__(self, bandwidth_mib_s: _Optional[int] = ..., max_downtime_ms: _Optional[int] = ..., auto_converge: _Optional[bool] = ..., postcopy: _Optional[bool] = ..., compression: _Optional[bool] = ..., parallel_connections: _Optional[int] = ..., completion_timeout_s: _Optional[float] = ..., timeout_policy: _Optional[_Union[TimeoutPolicy, str]] = ...) -> None: ...
+    tls: bool
+    def __init__(self, bandwidth_mib_s: _Optional[int] = ..., max_downtime_ms: _Optional[int] = ..., auto_converge: _Optional[bool] = ..., postcopy: _Optional[bool] = ..., compression: _Optional[bool] = ..., parallel_connections: _Optional[int] = ..., completion_timeout_s: _Optional[float] = ..., timeout_policy: _Optional[_Union[TimeoutPolicy, str]] = ..., tls: _Optional[bool] = ...) -> None: ...
 
 class MigrationRecord(_message.Message):
-    __slots__ = ("id", "vm", "src", "dst", "start_unix_s", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes", "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "options", "outcome", "detail", "timeout_action", "postcopy_switched", "heartbeat_before", "heartbeat_after", "integrity_pages", "integrity_bad", "mem_mib", "wss_mib", "dirty_mib_s", "forced")
+    __slots__ = ("id", "vm", "src", "dst", "start_unix_s", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes", "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "options", "outcome", "detail", "timeout_action", "postcopy_switched", "heartbeat_before", "heartbeat_after", "integrity_pages", "integrity_bad", "mem_mib", "wss_mib", "dirty_mib_s", "forced", "tls")
     ID_FIELD_NUMBER: _ClassVar[int]
     VM_FIELD_NUMBER: _ClassVar[int]
     SRC_FIELD_NUMBER: _ClassVar[int]
@@ -308,6 +310,7 @@ class MigrationRecord(_message.Message):
     WSS_MIB_FIELD_NUMBER: _ClassVar[int]
     DIRTY_MIB_S_FIELD_NUMBER: _ClassVar[int]
     FORCED_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
     id: str
     vm: str
     src: str
@@ -335,7 +338,8 @@ class MigrationRecord(_message.Message):
     wss_mib: int
     dirty_mib_s: float
     forced: bool
-    def __init__(self, id: _Optional[str] = ..., vm: _Optional[str] = ..., src: _Optional[str] = ..., dst: _Optional[str] = ..., start_unix_s: _Optional[float] = ..., wall_ms: _Optional[float] = ..., time_elapsed_ms: _Optional[float] = ..., downtime_ms: _Optional[float] = ..., setup_time_ms: _Optional[float] = ..., data_total_bytes: _Optional[int] = ..., memory_processed_bytes: _Optional[int] = ..., memory_iteration: _Optional[int] = ..., memory_dirty_rate: _Optional[int] = ..., memory_bps: _Optional[int] = ..., options: _Optional[_Union[MigrationOptions, _Mapping]] = ..., outcome: _Optional[_Union[MigrationOutcome, str]] = ..., detail: _Optional[str] = ..., timeout_action: _Optional[str] = ..., postcopy_switched: _Optional[bool] = ..., heartbeat_before: _Optional[int] = ..., heartbeat_after: _Optional[int] = ..., integrity_pages: _Optional[int] = ..., integrity_bad: _Optional[int] = ..., mem_mib: _Optional[int] = ..., wss_mib: _Optional[int] = ..., dirty_mib_s: _Optional[float] = ..., forced: _Optional[bool] = ...) -> None: ...
+    tls: bool
+    def __init__(self, id: _Optional[str] = ..., vm: _Optional[str] = ..., src: _Optional[str] = ..., dst: _Optional[str] = ..., start_unix_s: _Optional[float] = ..., wall_ms: _Optional[float] = ..., time_elapsed_ms: _Optional[float] = ..., downtime_ms: _Optional[float] = ..., setup_time_ms: _Optional[float] = ..., data_total_bytes: _Optional[int] = ..., memory_processed_bytes: _Optional[int] = ..., memory_iteration: _Optional[int] = ..., memory_dirty_rate: _Optional[int] = ..., memory_bps: _Optional[int] = ..., options: _Optional[_Union[MigrationOptions, _Mapping]] = ..., outcome: _Optional[_Union[MigrationOutcome, str]] = ..., detail: _Optional[str] = ..., timeout_action: _Optional[str] = ..., postcopy_switched: _Optional[bool] = ..., heartbeat_before: _Optional[int] = ..., heartbeat_after: _Optional[int] = ..., integrity_pages: _Optional[int] = ..., integrity_bad: _Optional[int] = ..., mem_mib: _Optional[int] = ..., wss_mib: _Optional[int] = ..., dirty_mib_s: _Optional[float] = ..., forced: _Optional[bool] = ..., tls: _Optional[bool] = ...) -> None: ...
 
 class MigrateVmRequest(_message.Message):
     __slots__ = ("name", "dest_host", "options")

@@ -31,17 +31,26 @@ Mapping (digest §C.3 Table I):
   measurement is known when its window closes).  Rows are re-ordered from the
   file's start-time order with a buffer of one record length.
 
+Each table is kept in time order without losing rows before the tables are merged: a row that
+comes after rows with a later time is put back in order if it is within
+``TraceOptions.reorder_window_us`` of the latest time seen (usage rows: by start time), see
+:mod:`~cellbed.workload.reorder`. A row further back than that is released at once with its
+time raised to the last released one, and counted as ``late_rows``. The rows moved and the
+largest distance are kept per table (:meth:`TraceReader.report`).
+
 Within a timestamp, events follow the table order machine_events,
 machine_attributes, task_events, task_constraints, task_usage (see
 :mod:`~cellbed.workload.events`).
 
 Anomalies are tolerated and counted in :attr:`TraceReader.stats` (a
-``collections.Counter``; the keys are listed in :data:`STAT_KEYS`) and logged
+``collections.Counter``; the keys are listed in :data:`STAT_KEYS`), with the file and line of
+each one's first example (:attr:`TraceReader.first`, :meth:`TraceReader.report`), and logged
 at the end: malformed rows (a mandatory field missing or unparsable), rows at
-2⁶³−1 ("after the window"), out-of-order rows (their time is clamped to the
-previous row's), usage for unknown tasks, usage arriving at or just after its
+2⁶³−1 ("after the window"), out-of-order rows (put back in order) and late rows (beyond the
+reorder window), usage for unknown tasks, usage arriving at or just after its
 task's removal, removals and updates of unknown tasks, missing requests, and
-so on.
+so on. A damaged part (truncated, not gzip, not UTF-8) raises InvalidArgument naming the file
+and line; :func:`cellbed.workload.trace_check.check_trace` finds such files before a run.
 
 Time window and sub-sampling
 ----------------------------
@@ -79,42 +88,31 @@ from array import array
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
-from cellbed.workload.events import (
-    AddNode,
-    AddNodeAttributes,
-    AttrValue,
-    Constraint,
-    ConstraintOp,
-    WorkloadEvent,
-)
+from cellbed.workload.events import AddNode, AddNodeAttributes, AttrValue, WorkloadEvent
+from cellbed.workload.reorder import ReorderStats
 from cellbed.workload.trace_tables import (
     AFTER_WINDOW_US,
     INFO_KEYS,
+    LINE_BITS,
     MachineEventType,
     Malformed,
-    NCOLS,
     STAT_KEYS,
     TABLES,
     TaskEventType,
     TaskState,
     mix64,
-    p_attr_value,
-    p_bool,
     p_int,
-    p_opt_bool,
-    p_opt_float,
-    p_opt_int,
-    p_opt_str,
     pack_task,
     read_rows,
     table_files,
 )
 from cellbed.workload.trace_writer import TraceWriter, write_trace
 from cellbed.workload.trace_rows import RowsMixin
+from cellbed.workload.trace_streams import StreamsMixin
 
 __all__ = [
     "AFTER_WINDOW_US",
@@ -140,6 +138,7 @@ class TraceOptions:
     node_fraction: float = 1.0  # (0, 1]: share of machines kept
     node_seed: int = 0  # seed of the machine subset and of the unplaced-task hash
     removed_task_grace_us: int = 600_000_000  # late usage of a removed task within this is 'usage_after_remove'
+    reorder_window_us: int = 600_000_000  # rows up to this far back in time within a table are put in order
 
     def __post_init__(self) -> None:
         if not 0 < self.node_fraction <= 1:
@@ -148,6 +147,8 @@ class TraceOptions:
             raise ValueError(f"TraceOptions.node_seed must be >= 0, got {self.node_seed!r}")
         if self.removed_task_grace_us < 0:
             raise ValueError(f"TraceOptions.removed_task_grace_us must be >= 0, got {self.removed_task_grace_us!r}")
+        if self.reorder_window_us < 0:
+            raise ValueError(f"TraceOptions.reorder_window_us must be >= 0, got {self.reorder_window_us!r}")
         s, e = self.window_start_us, self.window_end_us
         if s is not None and s < 0:
             raise ValueError(f"TraceOptions.window_start_us must be >= 0, got {s!r}")
@@ -164,20 +165,29 @@ class TraceOptions:
 # ---------------------------------------------------------------------------
 
 
-class TraceReader(RowsMixin):
+class TraceReader(RowsMixin, StreamsMixin):
     """Stream a GCD-2011 trace directory as workload events (iterate once).
 
     ``stats`` counts rows and anomalies (see :data:`STAT_KEYS`); it is complete
-    once iteration has finished.
+    once iteration has finished. :meth:`report` gives every count with the file and line of its
+    first example, and what the reorder window did per table, at any time (what was read so far).
     """
 
     def __init__(self, root: str | os.PathLike, options: TraceOptions | None = None) -> None:
         self.root = Path(root)
         self.options = options or TraceOptions()
         self.stats: collections.Counter[str] = collections.Counter()
+        self.first: dict[str, int] = {}                    # anomaly -> location of its first example
+        self.reorders: dict[str, ReorderStats] = {}        # table -> what the reorder window did
+        self._late_usage = 0
         self._files = {t: table_files(self.root, t) for t in TABLES}
         if not any(self._files.values()):
             raise FileNotFoundError(f"no GCD-2011 tables under {self.root} (expected <table>/part-*.csv[.gz])")
+        self._paths = [p for t in TABLES for p in self._files[t]]
+        self._first_file, k = {}, 0
+        for t in TABLES:
+            self._first_file[t] = k
+            k += len(self._files[t])
         self._started = False
         self.kept_machines: frozenset[int] | None = None
         self._kept_keys: np.ndarray | None = None
@@ -229,124 +239,6 @@ class TraceReader(RowsMixin):
     def _keep_machine(self, mid: int) -> bool:
         return self.kept_machines is None or mid in self.kept_machines
 
-    # ------------------------------------------------------------ row streams
-    def _ordered(self, rows: Iterator[tuple]) -> Iterator[tuple]:
-        """Skip 2^63-1 rows and clamp out-of-order times (counting both)."""
-        stats = self.stats
-        last = None
-        for r in rows:
-            t = r[0]
-            if t == AFTER_WINDOW_US:
-                stats["after_window_rows"] += 1
-                continue
-            if last is not None and t < last:
-                stats["out_of_order_rows"] += 1
-                t = last
-                r = (t,) + r[1:]
-            last = t
-            yield r
-
-    def _parsed(self, table: str) -> Iterator[tuple]:
-        stats = self.stats
-        ncols = NCOLS[table]
-        parse = getattr(self, f"_parse_{table}")
-        rows_key, bad_key = f"rows.{table}", f"malformed_rows.{table}"
-        for row in read_rows(self._files[table]):
-            stats[rows_key] += 1
-            if len(row) < ncols:
-                row = row + [""] * (ncols - len(row))
-            try:
-                yield parse(row)
-            except (Malformed, ValueError, KeyError):
-                stats[bad_key] += 1
-
-    @staticmethod
-    def _parse_machine_events(r: list[str]) -> tuple:
-        return (p_int(r[0]), 0, p_int(r[1]), p_int(r[2]), p_opt_str(r[3]), p_opt_float(r[4]), p_opt_float(r[5]))
-
-    @staticmethod
-    def _parse_machine_attributes(r: list[str]) -> tuple:
-        name = r[2]
-        if name == "":
-            raise Malformed
-        return (p_int(r[0]), 1, p_int(r[1]), name, p_attr_value(r[3]), p_bool(r[4]))
-
-    @staticmethod
-    def _parse_task_events(r: list[str]) -> tuple:
-        return (p_int(r[0]), 2, p_opt_int(r[1]), p_int(r[2]), p_int(r[3]), p_opt_int(r[4]), p_int(r[5]),
-                p_opt_str(r[6]), p_opt_int(r[7]), p_int(r[8]), p_opt_float(r[9]), p_opt_float(r[10]),
-                p_opt_float(r[11]), p_opt_bool(r[12]))
-
-    @staticmethod
-    def _parse_task_constraints(r: list[str]) -> tuple:
-        name = r[4]
-        if name == "":
-            raise Malformed
-        return (p_int(r[0]), 3, p_int(r[1]), p_int(r[2]), ConstraintOp(p_int(r[3])), name, p_attr_value(r[5]))
-
-    @staticmethod
-    def _parse_task_usage(r: list[str]) -> tuple:
-        start, end = p_int(r[0]), p_int(r[1])
-        if end < start:
-            raise Malformed
-        # (time=end, rank, start, job, idx, machine, cpu, canon mem, assigned mem, max mem, max cpu, sampled cpu)
-        return (end, 4, start, p_int(r[2]), p_int(r[3]), p_opt_int(r[4]), p_opt_float(r[5]), p_opt_float(r[6]),
-                p_opt_float(r[7]), p_opt_float(r[10]), p_opt_float(r[13]), p_opt_float(r[19]))
-
-    def _usage_by_end(self, rows: Iterator[tuple]) -> Iterator[tuple]:
-        """Re-order start-sorted usage rows by end time (a record is safe once its end ≤ the next start)."""
-        stats = self.stats
-        heap: list[tuple[int, int, tuple]] = []
-        seq = 0
-        last_start = None
-        for r in rows:
-            if r[0] == AFTER_WINDOW_US:  # end after the window: not a measurement inside it
-                stats["after_window_rows"] += 1
-                continue
-            start = r[2]
-            if last_start is not None and start < last_start:
-                start = last_start  # out of order; the time clamp below counts it
-            last_start = start
-            while heap and heap[0][0] <= start:
-                yield heapq.heappop(heap)[2]
-            heapq.heappush(heap, (r[0], seq, r))
-            seq += 1
-        while heap:
-            yield heapq.heappop(heap)[2]
-
-    def _grouped(self, rows: Iterator[tuple], key) -> Iterator[list[tuple]]:
-        """Group consecutive rows with equal key(row)."""
-        group: list[tuple] = []
-        gk = None
-        for r in rows:
-            k = key(r)
-            if group and k != gk:
-                yield group
-                group = []
-            gk = k
-            group.append(r)
-        if group:
-            yield group
-
-    def _streams(self) -> list[Iterator[tuple]]:
-        out = []
-        for table in TABLES:
-            if not self._files[table]:
-                continue
-            rows = self._parsed(table)
-            if table == "task_usage":
-                rows = self._usage_by_end(rows)
-            rows = self._ordered(rows)
-            if table == "machine_attributes":
-                # group rows (time, machine, deleted) -> (time, rank, machine, deleted, [(name, value)...])
-                rows = ((g[0][0], 1, g[0][2], g[0][5], [(r[3], r[4]) for r in g])
-                        for g in self._grouped(rows, lambda r: (r[0], r[2], r[5])))
-            elif table == "task_constraints":
-                rows = ((g[0][0], 3, g[0][2], g[0][3], tuple(Constraint(r[5], r[4], r[6]) for r in g))
-                        for g in self._grouped(rows, lambda r: (r[0], r[2], r[3])))
-            out.append(rows)
-        return out
-
     # ------------------------------------------------------------- the stream
     def __iter__(self) -> Iterator[WorkloadEvent]:
         if self._started:
@@ -391,12 +283,62 @@ class TraceReader(RowsMixin):
         finally:
             self._log_stats()
 
+    # ------------------------------------------------------------ statistics
+    def _note(self, key: str, loc: int, n: int = 1) -> None:
+        """Count *n* of anomaly *key*, remembering where its first example is."""
+        self.stats[key] += n
+        if key not in self.first:
+            self.first[key] = loc
+
+    def where(self, loc: int) -> str:
+        """``<table>/<part file>:<line>`` of a row location."""
+        path = self._paths[loc >> LINE_BITS]
+        try:
+            name = path.relative_to(self.root)
+        except ValueError:
+            name = path
+        return f"{name}:{loc & ((1 << LINE_BITS) - 1)}"
+
+    def _fold_reorder(self) -> None:
+        """The reorder windows' counts into ``stats`` (idempotent), with their first examples."""
+        ooo = sum(r.out_of_order for r in self.reorders.values())
+        late = sum(r.late for r in self.reorders.values()) + self._late_usage
+        for key, n, attr in (("out_of_order_rows", ooo, "first_out_of_order"), ("late_rows", late, "first_late")):
+            if n:
+                self.stats[key] = n
+            if key not in self.first:
+                rows = [getattr(r, attr) for r in self.reorders.values() if getattr(r, attr) is not None]
+                if rows:
+                    self.first[key] = min(row[-1] for row in rows)
+
+    def report(self) -> dict[str, Any]:
+        """What was read so far: rows per table, every anomaly and note with its count and the
+        file:line of its first example, and per table what the reorder window did (rows moved,
+        rows beyond the window, the largest distance in µs). JSON-ready."""
+        self._fold_reorder()
+
+        def entries(keys) -> dict[str, dict[str, Any]]:
+            return {k: {"count": int(self.stats[k]),
+                        "first": self.where(self.first[k]) if k in self.first else None} for k in sorted(keys)}
+        keys = [k for k, v in self.stats.items() if v and not k.startswith("rows.")]
+        return {
+            "path": str(self.root),
+            "rows": {k[5:]: int(v) for k, v in sorted(self.stats.items()) if k.startswith("rows.")},
+            "anomalies": entries(k for k in keys if k not in INFO_KEYS),
+            "notes": entries(k for k in keys if k in INFO_KEYS),
+            "reorder": {"window_us": self.options.reorder_window_us,
+                        **{t: {"rows": r.rows, "out_of_order": r.out_of_order, "late": r.late,
+                               "max_distance_us": r.max_distance} for t, r in self.reorders.items()}},
+        }
+
     def _log_stats(self) -> None:
+        self._fold_reorder()
         anomalies = {k: v for k, v in self.stats.items() if not k.startswith("rows.") and k not in INFO_KEYS}
         notes = {k: v for k, v in self.stats.items() if k in INFO_KEYS}
         if anomalies:
             log.warning("trace %s anomalies: %s", self.root,
-                        ", ".join(f"{k}={v}" for k, v in sorted(anomalies.items())))
+                        ", ".join(f"{k}={v} (first {self.where(self.first[k])})" if k in self.first else f"{k}={v}"
+                                  for k, v in sorted(anomalies.items())))
         if notes:
             log.info("trace %s notes: %s", self.root, ", ".join(f"{k}={v}" for k, v in sorted(notes.items())))
         log.info("trace %s rows: %s", self.root,

@@ -24,21 +24,21 @@ class RowsMixin:
 
     # -------------------------------------------------------------- handlers
     def _on_machine(self, r: tuple) -> None:
-        t, _, mid, etype, platform, cpu, mem = r
-        stats = self.stats
+        t, _, mid, etype, platform, cpu, mem, loc = r
+        note = self._note
         if not self._keep_machine(mid):
-            stats["dropped_machine_rows"] += 1
+            note("dropped_machine_rows", loc)
             return
         nodes = self._nodes
         if etype == MachineEventType.ADD or (etype == MachineEventType.UPDATE and mid not in nodes):
             if mid in nodes:
-                stats["machine_add_while_live"] += 1
+                note("machine_add_while_live", loc)
                 self._update_machine(t, mid, platform, cpu, mem)
                 return
             if etype == MachineEventType.UPDATE:
-                stats["machine_update_unknown"] += 1
+                note("machine_update_unknown", loc)
             if cpu is None or mem is None:
-                stats["machine_missing_capacity"] += 1
+                note("machine_missing_capacity", loc)
             nodes[mid] = [cpu or 0.0, mem or 0.0, platform]
             self._emit(AddNode(t, mid, cpu or 0.0, mem or 0.0, platform))
             a = self._attrs.get(mid)
@@ -49,14 +49,14 @@ class RowsMixin:
                 self._batch.append(AddNodeAttributes(t, mid, tuple(sorted(a.items()))))
         elif etype == MachineEventType.REMOVE:
             if mid not in nodes:
-                stats["machine_remove_unknown"] += 1
+                note("machine_remove_unknown", loc)
                 return
             del nodes[mid]
             self._emit(RemoveNode(t, mid))
         elif etype == MachineEventType.UPDATE:
             self._update_machine(t, mid, platform, cpu, mem)
         else:
-            stats["malformed_rows.machine_events"] += 1
+            note("malformed_rows.machine_events", loc)
 
     def _update_machine(self, t, mid, platform, cpu, mem) -> None:
         n = self._nodes[mid]
@@ -69,9 +69,9 @@ class RowsMixin:
         self._emit(UpdateNodeTotalResources(t, mid, n[0], n[1], n[2]))
 
     def _on_attributes(self, r: tuple) -> None:
-        t, _, mid, deleted, pairs = r
+        t, _, mid, deleted, pairs, loc = r
         if not self._keep_machine(mid):
-            self.stats["dropped_machine_rows"] += len(pairs)
+            self._note("dropped_machine_rows", loc, len(pairs))
             return
         a = self._attrs.setdefault(mid, {})
         if deleted:
@@ -80,7 +80,7 @@ class RowsMixin:
         else:
             a.update(pairs)
         if mid not in self._nodes:
-            self.stats["attributes_unknown_machine"] += len(pairs)
+            self._note("attributes_unknown_machine", loc, len(pairs))
             return
         pos = self._batch_readd.get(mid)
         if pos is not None:  # the machine was re-added at this timestamp: one event with the final set
@@ -92,29 +92,29 @@ class RowsMixin:
             self._emit(AddNodeAttributes(t, mid, tuple(sorted(pairs, key=itemgetter(0)))))
 
     def _on_task(self, r: tuple) -> None:
-        (t, _, missing, job, idx, mid, etype, user, sclass, prio, cpu, mem, disk, diff) = r
-        stats = self.stats
+        (t, _, missing, job, idx, mid, etype, user, sclass, prio, cpu, mem, disk, diff, loc) = r
+        note = self._note
         key = (job, idx)
         tasks = self._tasks
         task = tasks.get(key)
         if task is None and not self._keep_task(job, idx):
-            stats["dropped_task_rows"] += 1
+            note("dropped_task_rows", loc)
             return
         if missing is not None:
-            stats["missing_info_rows"] += 1
+            note("missing_info_rows", loc)
         if not 0 <= prio <= MAX_PRIORITY:
-            stats["priority_out_of_range"] += 1
+            note("priority_out_of_range", loc)
             return
         if etype == TaskEventType.SUBMIT or (task is None and etype in (
                 TaskEventType.SCHEDULE, TaskEventType.UPDATE_PENDING, TaskEventType.UPDATE_RUNNING)):
             if task is not None:
-                stats["submit_while_live"] += 1
+                note("submit_while_live", loc)
                 self._update_task(t, job, idx, task, user, sclass, prio, cpu, mem, disk, diff)
                 return
             if etype != TaskEventType.SUBMIT:
-                stats["implicit_submit"] += 1
+                note("implicit_submit", loc)
             if cpu is None or mem is None:
-                stats["missing_request"] += 1
+                note("missing_request", loc)
             task = TaskState(user or "", prio, sclass, cpu or 0.0, mem or 0.0, disk or 0.0, bool(diff))
             tasks[key] = task
             self._removed.pop(key, None)
@@ -125,7 +125,7 @@ class RowsMixin:
             return  # placement: not a workload event
         elif TaskEventType.EVICT <= etype <= TaskEventType.LOST:
             if task is None:
-                stats["remove_unknown_task"] += 1
+                note("remove_unknown_task", loc)
                 return
             del tasks[key]
             self._batch_adds.pop(key, None)
@@ -135,7 +135,7 @@ class RowsMixin:
         elif etype in (TaskEventType.UPDATE_PENDING, TaskEventType.UPDATE_RUNNING):
             self._update_task(t, job, idx, task, user, sclass, prio, cpu, mem, disk, diff)
         else:
-            stats["malformed_rows.task_events"] += 1
+            note("malformed_rows.task_events", loc)
 
     def _update_task(self, t, job, idx, task: TaskState, user, sclass, prio, cpu, mem, disk, diff) -> None:
         task.priority = prio
@@ -154,14 +154,14 @@ class RowsMixin:
         self._emit(UpdateTaskRequiredResources(t, job, idx, task.priority, task.sclass, task.cpu, task.mem, task.disk))
 
     def _on_constraints(self, r: tuple) -> None:
-        t, _, job, idx, cons = r
+        t, _, job, idx, cons, loc = r
         key = (job, idx)
         task = self._tasks.get(key)
         if task is None:
             if not self._keep_task(job, idx):
-                self.stats["dropped_task_rows"] += len(cons)
+                self._note("dropped_task_rows", loc, len(cons))
             else:
-                self.stats["constraints_unknown_task"] += len(cons)
+                self._note("constraints_unknown_task", loc, len(cons))
             return
         task.constraints = cons
         pos = self._batch_adds.get(key)
@@ -171,23 +171,23 @@ class RowsMixin:
             self._emit(UpdateTaskConstraints(t, job, idx, cons))
 
     def _on_usage(self, r: tuple) -> None:
-        end, _, start, job, idx, mid, cpu, canon, assigned, maxmem, maxcpu, sampled = r
-        stats = self.stats
+        end, _, start, job, idx, mid, cpu, canon, assigned, maxmem, maxcpu, sampled, loc = r
+        note = self._note
         if not self._emitting:
-            stats["usage_before_window"] += 1
+            note("usage_before_window", loc)
             return
         key = (job, idx)
         if key not in self._tasks:
             self._expire_removed(end)
             if key in self._removed:
-                stats["usage_after_remove"] += 1
+                note("usage_after_remove", loc)
             elif not self._keep_task(job, idx):
-                stats["dropped_task_rows"] += 1
+                note("dropped_task_rows", loc)
             else:
-                stats["usage_unknown_task"] += 1
+                note("usage_unknown_task", loc)
             return
         if mid is None:
-            stats["usage_missing_machine"] += 1
+            note("usage_missing_machine", loc)
         self._batch.append(UpdateTaskUsedResources(end, job, idx, mid, start, end, cpu, canon, assigned, maxmem,
                                                    maxcpu, sampled))
 

@@ -5,8 +5,10 @@ import csv
 import gzip
 import io
 import re
+import zlib
 from pathlib import Path
 from typing import Iterator
+from cellbed.domain.errors import InvalidArgument
 from cellbed.workload.events import AddTask, AttrValue
 
 
@@ -24,7 +26,8 @@ STAT_KEYS = (
     "rows.<table>",  # rows read per table
     "malformed_rows.<table>",  # mandatory field missing or unparsable; row skipped
     "after_window_rows",  # time (or usage end) = 2^63-1; row skipped
-    "out_of_order_rows",  # time went backwards within a table; clamped
+    "out_of_order_rows",  # time went backwards within a table; put back in order (reorder window)
+    "late_rows",  # ...further back than the reorder window: time raised to the last one released
     "missing_info_rows",  # task_events rows with the 'missing info' field set (kept)
     "priority_out_of_range",  # task_events priority outside 0..11; row skipped
     "missing_request",  # SUBMIT without CPU or memory request (0.0 used)
@@ -136,12 +139,51 @@ def open_text(path: Path) -> io.TextIOBase:
     return open(path, "r", encoding="utf-8", newline="")
 
 
+#: What reading a part may raise when the file is damaged (truncated, not gzip, bad bytes).
+READ_ERRORS = (OSError, EOFError, zlib.error, csv.Error, UnicodeDecodeError)
+
+LINE_BITS = 40
+"""A row's location is one int: ``file index << LINE_BITS | line`` (see :func:`read_located`)."""
+
+
+def describe_read_error(e: BaseException) -> str:
+    """One line for what went wrong reading a part."""
+    if isinstance(e, EOFError):
+        return "truncated: the gzip stream ends before its end-of-stream marker"
+    if isinstance(e, gzip.BadGzipFile):
+        return f"not a gzip file ({e})"
+    if isinstance(e, zlib.error):
+        return f"corrupt gzip data ({e})"
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 text ({e.reason} at byte {e.start})"
+    if isinstance(e, FileNotFoundError):
+        return "missing"
+    if isinstance(e, PermissionError):
+        return "not readable (permission denied)"
+    return f"{type(e).__name__}: {e}"
+
+
+def read_located(files: list[Path], first_index: int = 0) -> Iterator[tuple[int, list[str]]]:
+    """(location, row) of every non-empty CSV row of *files* in order; the location packs the
+    file's index (*first_index* for the first file) and the 1-based line. A damaged file
+    raises InvalidArgument naming the file, the line and the problem."""
+    for k, path in enumerate(files):
+        base = (first_index + k) << LINE_BITS
+        reader = None
+        try:
+            with open_text(path) as fh:
+                reader = csv.reader(fh)
+                for row in reader:
+                    if row:
+                        yield base | reader.line_num, row
+        except READ_ERRORS as e:
+            line = (reader.line_num + 1) if reader is not None else 1
+            raise InvalidArgument(f"{path}:{line}: {describe_read_error(e)}") from None
+
+
 def read_rows(files: list[Path]) -> Iterator[list[str]]:
-    for path in files:
-        with open_text(path) as fh:
-            for row in csv.reader(fh):
-                if row:
-                    yield row
+    for _, row in read_located(files):
+        yield row
 
 
 def mix64(x: int) -> int:

@@ -7,6 +7,11 @@ key fails at start-up naming the key).
     state_dir = "/var/lib/cellbed/megha" # the GMs' queue journals
     queue_fsync = true                   # fsync every journal write (false: faster, a power cut may lose tasks)
     known_attributes = ["ssd", "gpu"]    # the cell's attribute vocabulary (besides what hosts report)
+    metrics_port = 9466                  # Prometheus /metrics of this process (every GM/LM it runs, label
+                                         # agent=<name>) on its first agent's address; 0 (default) = off
+    tls_ca = "/etc/cellbed/pki/ca.crt"   # mTLS (the default): the cell CA, and this process's certificate;
+    tls_cert = "/etc/cellbed/pki/{role}-{agent}.crt"   # {agent}/{role}: one file per process (--only NAME)
+    tls_key = "/etc/cellbed/pki/{role}-{agent}.key"    # or insecure = true: plaintext, isolated boxes only
 
     [agents]                             # every GM and LM instance: where it listens
     gm1 = "10.231.40.1:50071"
@@ -77,6 +82,11 @@ class ControllerConfig:
     state_dir: str = "/var/lib/cellbed/megha"
     queue_fsync: bool = True
     known_attributes: tuple[str, ...] = ()
+    metrics_port: int = 0
+    tls_ca: str = ""                # the cell CA's certificate (mTLS for gRPC and MQTT)
+    tls_cert: str = ""              # this process's identity: cellbed://<cell>/<gm|lm>/<agent>
+    tls_key: str = ""
+    insecure: bool = False          # plaintext: only by explicit choice
     agents: dict = dataclasses.field(default_factory=dict)
     hosts: dict = dataclasses.field(default_factory=dict)
     gms: tuple[str, ...] = ()
@@ -108,7 +118,7 @@ class ControllerConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "config") -> "ControllerConfig":
         top = {"cell", "mqtt_host", "mqtt_port", "state_dir", "queue_fsync", "known_attributes", "agents", "hosts", "gm", "lm",
-               "queue", "gm_params", "lm_params", "model"}
+               "queue", "gm_params", "lm_params", "model", "metrics_port", "tls_ca", "tls_cert", "tls_key", "insecure"}
         check_keys(d, top, where)
         r = _Reader(where)
         agents = {k: r.typed(f"agents.{k}", v, str, "a \"host:port\" string") for k, v in d.get("agents", {}).items()}
@@ -123,11 +133,17 @@ class ControllerConfig:
                   mqtt_port=r.typed("mqtt_port", d.get("mqtt_port", 1883), int, "an integer"),
                   state_dir=r.typed("state_dir", d.get("state_dir", cls.state_dir), str, "a string"),
                   queue_fsync=r.typed("queue_fsync", d.get("queue_fsync", True), bool, "true or false"),
+                  metrics_port=r.typed("metrics_port", d.get("metrics_port", 0), int, "an integer"),
+                  tls_ca=r.typed("tls_ca", d.get("tls_ca", ""), str, "a path"),
+                  tls_cert=r.typed("tls_cert", d.get("tls_cert", ""), str, "a path"),
+                  tls_key=r.typed("tls_key", d.get("tls_key", ""), str, "a path"),
+                  insecure=r.typed("insecure", d.get("insecure", False), bool, "true or false"),
                   known_attributes=tuple(d.get("known_attributes", ())), agents=agents, hosts=hosts,
                   gms=tuple(gms), lms=tuple(lms), queues=tuple(queues),
                   gm_params=r.table("gm_params", d.get("gm_params", {}), GmParams).validate(),
                   lm_params=r.table("lm_params", d.get("lm_params", {}), LmParams).validate(), model=model)
         check_range("mqtt_port", cfg.mqtt_port, 1, 65535)
+        check_range("metrics_port", cfg.metrics_port, 0, 65535)
         return cfg
 
 

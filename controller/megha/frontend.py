@@ -36,6 +36,9 @@ class Frontend(Protocol):
     def on_record(self, fn: Callable[[AllocationRow], None]) -> None:
         """Call *fn* with each task's allocation record when the task starts."""
 
+    def update_task(self, task: meghapb.MeghaTask) -> bool:
+        """A waiting task's request and constraints change; False if it is not waiting."""
+
     def unstarted(self) -> list[tuple[str, str, float, int]]:
         """(task, user, arrival unix s, attempts) of every accepted task not started."""
 
@@ -61,6 +64,12 @@ class MeghaFrontend:
         for g in self.gms.values():
             g.record_listeners.append(fn)
 
+    def update_task(self, task: meghapb.MeghaTask) -> bool:
+        """The queued task *task.name* now has *task*'s request and constraints (False when it
+        is not waiting at its GM)."""
+        gm = self._route.get(task.user)
+        return gm is not None and self.gms[gm].update_task(task)
+
     def unstarted(self) -> list[tuple[str, str, float, int]]:
         return [(t.name, t.user, t.clk.arrival, t.clk.attempts) for g in self.gms.values() for t in g.tasks.values()
                 if t.allocation is None and t.state in (QUEUED, STARTING)]
@@ -85,6 +94,11 @@ class SamplingFrontend:
     def on_record(self, fn) -> None:
         for s in self.schedulers:
             s.record_listeners.append(fn)
+
+    def update_task(self, task: meghapb.MeghaTask) -> bool:
+        """The unbound task *task.name* now has *task*'s request and constraints (False when a
+        worker has already claimed it)."""
+        return any(s.update_task(task) for s in self.schedulers)
 
     def unstarted(self) -> list[tuple[str, str, float, int]]:
         return [(t.name, t.user, clk.arrival, clk.attempts) for s in self.schedulers for t, clk in s.tasks.values()]

@@ -207,6 +207,30 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
             raise errors.NotFound(f"task {name!r} is unknown to GM {self.name}")
         return gt
 
+    def update_task(self, task: meghapb.MeghaTask) -> bool:
+        """A queued task's request, priority or constraints are now *task*'s (a trace's
+        UPDATE_PENDING or constraint update): it is matched with them from now on (its user's
+        parked tasks are reconsidered). False when the task is not waiting here (it is being
+        placed, runs, or is unknown). InvalidArgument when the new request cannot be placed in
+        this cell at all (as at submit)."""
+        gt = self.tasks.get(task.name)
+        if gt is None or gt.state != QUEUED or gt.inflight:
+            return False
+        t = meghapb.MeghaTask()
+        t.CopyFrom(gt.task)
+        t.request.CopyFrom(task.request)
+        t.priority = task.priority
+        del t.constraints[:]
+        t.constraints.extend(task.constraints)
+        cons, _, _ = self._validate(t)
+        gt.task, gt.constraints = t, cons
+        gt.cpu, gt.mem = task_request(t)
+        self.store.put(self.name, t.name, t.SerializeToString())
+        self.counters["task_updates"] += 1
+        if self.queues.unpark([gt.user]):
+            self._work.set()
+        return True
+
     async def remote_status(self, name: str) -> meghapb.TaskStatus:
         """A task this GM does not know (it placed it before a restart): ask the LMs."""
         for lm in self.view.order:

@@ -1,10 +1,9 @@
 """The GlobalMaster service: a thin translation of gRPC to the GlobalMaster agent."""
 from __future__ import annotations
 
-import math
-
 from cellbed.controller.megha.gm import GlobalMaster
 from cellbed.domain import errors
+from cellbed.domain import wire_checks_megha as check
 from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg
 
@@ -17,14 +16,13 @@ class GlobalMasterServicer(meghapbg.GlobalMasterServicer):
 
     @handles_errors
     async def Submit(self, request, context):
+        a = self.agent
+        check.submit(request, a.clock.now(), a.params.max_clock_skew_s)
         return meghapb.SubmitResponse(status=await self.agent.submit(request))
 
     @handles_errors
     async def GetTask(self, request, context):
-        if not request.name:
-            raise errors.InvalidArgument("name must be set")
-        if not (math.isfinite(request.wait_s) and 0 <= request.wait_s <= 3600):
-            raise errors.InvalidArgument(f"wait_s={request.wait_s!r} is out of range: allowed 0..3600 s")
+        check.get_task(request)
         try:
             gt = self.agent.find(request.name)
         except errors.NotFound:
@@ -43,4 +41,6 @@ class GlobalMasterServicer(meghapbg.GlobalMasterServicer):
 
     @handles_errors
     async def ReportTaskEvents(self, request, context):
+        a = self.agent
+        check.report_task_events(request, a.clock.now(), a.params.max_clock_skew_s)
         return meghapb.ReportTaskEventsResponse(accepted=self.agent.report_events(request))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from cellbed.domain import errors, wire
+from cellbed.domain.wire_checks_megha import lm_state
 from cellbed.policy.megha import fairness
 from cellbed.v1 import megha_pb2 as meghapb
 from cellbed.controller.megha.gm_task import RUNNING, STARTING
@@ -33,7 +34,7 @@ class ViewMixin:
                 log.info("GM %s: no state from %s yet: %s", self.name, self._target(lm), e)
                 self._failover(lm)
                 continue
-            if self.view[lm].apply(st) == "need_hosts":
+            if self._state_ok(st) and self.view[lm].apply(st) == "need_hosts":
                 await self._fetch_hosts(lm, st.instance)
             return
 
@@ -92,13 +93,28 @@ class ViewMixin:
 
     # --- view ---------------------------------------------------------------------------------
     def on_state(self, topic: str, st: meghapb.LmState) -> None:
+        """An LM's periodic state (the MQTT handler). One that fails the checks is dropped, and
+        counted under ``states_dropped_<reason>`` (by _apply)."""
         if st.lm not in self.view.lms:
             self.counters["states_unknown_lm"] += 1
             return
         self.counters["states_received"] += 1
         self._apply(st.lm, st)
 
+    def _state_ok(self, st: meghapb.LmState) -> bool:
+        """Whether *st* may enter the view (wire_checks_megha.lm_state at this GM's clock)."""
+        try:
+            lm_state(st, self.clock.now(), self.params.max_clock_skew_s)
+        except errors.InvalidArgument as e:
+            self.counters[f"states_dropped_{e.reason}"] += 1
+            log.info("GM %s: dropped a state of LM %s: %s", self.name, st.lm[:64], e)
+            return False
+        return True
+
     def _apply(self, lm: str, st: meghapb.LmState) -> None:
+        """Apply an LM's state (MQTT, piggy-backed on a reply, or held until its hosts were known)."""
+        if not self._state_ok(st):
+            return
         v = self.view[lm]
         before_c = v.free_cpu.copy() if st.full and v.ready else None
         before_m = v.free_mem.copy() if before_c is not None else None

@@ -32,6 +32,7 @@ from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
 from cellbed.controller.megha.lm_wire import ACTIVE, STANDBY, check_task, state_topic, task_request
 from cellbed.controller.megha.lm_standby import StandbyMixin
 from cellbed.controller.megha.lm_launch import LaunchMixin
+from cellbed.controller.megha.lm_hosts import HostsMixin
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ INCONSISTENCY_PB = {INTERNAL: meghapb.INCONSISTENCY_INTERNAL, EXTERNAL: meghapb.
                   "preemption": meghapb.INCONSISTENCY_PREEMPTION}
 
 
-class LocalMaster(LaunchMixin, StandbyMixin):
+class LocalMaster(LaunchMixin, StandbyMixin, HostsMixin):
     def __init__(self, lm: str, instance: str, transport, clock, *, hosts: list[str], gms: list[str],
                  owner: list[int] | None = None, standby: bool = False, peer: str = "", cell: str = "cell",
                  params: LmParams = LmParams()) -> None:
@@ -56,6 +57,7 @@ class LocalMaster(LaunchMixin, StandbyMixin):
         self.cluster: ClusterState | None = None
         self.counters: Counter = Counter()
         self._lock = asyncio.Lock()
+        self.validating = 0                                    # requests waiting for, or holding, the lock
         self._acquired = 0.0                                   # when the current validation began
         self._pending_start = None
         self._standby_ok = True
@@ -227,13 +229,17 @@ class LocalMaster(LaunchMixin, StandbyMixin):
         recv = self.clock.now()
         self.require_active()
         check_task(req.task)
-        async with self._lock:
-            acq = self._acquired = self.clock.now()
-            self.require_active()
-            await self.clock.charge("lm_validate")
-            resp = fn()
-            done = self.clock.now()
-            start, self._pending_start = self._pending_start, None
+        self.validating += 1
+        try:
+            async with self._lock:
+                acq = self._acquired = self.clock.now()
+                self.require_active()
+                await self.clock.charge("lm_validate")
+                resp = fn()
+                done = self.clock.now()
+                start, self._pending_start = self._pending_start, None
+        finally:
+            self.validating -= 1
         if start is not None:
             if self.peer and self._standby_ok:
                 await self._replicate_once(timeout=self.params.replicate_timeout_s)   # before anyone hears of it
@@ -349,6 +355,12 @@ class LocalMaster(LaunchMixin, StandbyMixin):
         await self._start_task(t, meghapb.PlacementResponse(ok=True, placement=self._placement(t)), [], self.clock.now())
 
     # --- views for cellctl ---------------------------------------------------------------------------
+    def queue_lengths(self) -> dict[str, int]:
+        """What waits here: requests queued for the validation lock, task events not yet
+        acknowledged by their GMs (the metrics exporter reads this)."""
+        return {"validation": self.validating - int(self._lock.locked()),
+                "events": sum(len(v) for v in self.outbox.values())}
+
     def list_partitions(self) -> meghapb.ListPartitionsResponse:
         c = self.cluster
         out = meghapb.ListPartitionsResponse(lm=self.lm, instance=self.instance, role=self.role, epoch=self.epoch,

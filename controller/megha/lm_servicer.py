@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from cellbed.controller.megha.lm import LocalMaster
 from cellbed.domain import errors
+from cellbed.domain import wire_checks_megha as check
 from cellbed.runtime.rpc import handles_errors
 from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg
 
@@ -13,16 +14,23 @@ class LocalMasterServicer(meghapbg.LocalMasterServicer):
     def __init__(self, agent: LocalMaster) -> None:
         self.agent = agent
 
+    def _check(self, fn, request) -> None:
+        """*fn(request, now, skew)*, a check of wire_checks_megha, at this LM's clock."""
+        fn(request, self.agent.clock.now(), self.agent.params.max_clock_skew_s)
+
     @handles_errors
     async def Launch(self, request, context):
+        self._check(check.placement_request, request)
         return await self.agent.launch(request)
 
     @handles_errors
     async def Repartition(self, request, context):
+        self._check(check.placement_request, request)
         return await self.agent.repartition(request)
 
     @handles_errors
     async def Preempt(self, request, context):
+        self._check(check.placement_request, request)
         return await self.agent.preempt(request)
 
     @handles_errors
@@ -42,6 +50,7 @@ class LocalMasterServicer(meghapbg.LocalMasterServicer):
 
     @handles_errors
     async def FindTasks(self, request, context):
+        check.find_tasks(request)
         a = self.agent
         a.require_active()
         return meghapb.FindTasksResponse(found=[a.record_of(a.cluster.tasks[n]) for n in request.names
@@ -49,12 +58,13 @@ class LocalMasterServicer(meghapbg.LocalMasterServicer):
 
     @handles_errors
     async def StopTask(self, request, context):
-        if not request.name:
-            raise errors.InvalidArgument("name must be set")
+        check.stop_task(request)
         return meghapb.StopTaskResponse(host=await self.agent.stop_task(request.name))
 
     @handles_errors
     async def Replicate(self, request, context):
+        a = self.agent
+        check.replicate(request, a.peer, a.clock.now(), a.params.max_clock_skew_s)
         return self.agent.replicate(request)
 
     @handles_errors

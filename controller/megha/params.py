@@ -60,6 +60,7 @@ class LmParams:
     piggyback_full: bool = True             # every reply carries the state of all partitions (the paper's
                                             # "partial state about an entire LM cluster after every launch");
                                             # False: successful replies carry only the changed host
+    max_clock_skew_s: float = 30.0          # a request's timestamp further in this LM's future is refused
 
     def validate(self) -> "LmParams":
         check_range("update_period_s", self.update_period_s, 0.01, 3600, "s")
@@ -73,6 +74,7 @@ class LmParams:
         check_range("replicate_timeout_s", self.replicate_timeout_s, 0.01, 60, "s")
         check_range("orphan_wait_s", self.orphan_wait_s, 0, 3600, "s")
         check_range("max_starting_per_host", self.max_starting_per_host, 0, 1000)
+        check_range("max_clock_skew_s", self.max_clock_skew_s, 0.0, 3600, "s")
         return self
 
 
@@ -84,6 +86,8 @@ class GmParams:
     fairness: bool = True                   # preempt for users below their share under contention
     max_preempt_lms: int = 4                # LMs asked per preemption attempt before requeueing
     records_kept: int = 200_000             # allocation records kept in memory
+    max_clock_skew_s: float = 30.0          # an LM state or task event timestamped further in this GM's
+                                            # future is refused (dropped and counted, over MQTT)
 
     def validate(self) -> "GmParams":
         check_range("request_timeout_s", self.request_timeout_s, 0.01, 600, "s")
@@ -91,4 +95,5 @@ class GmParams:
         check_range("retry_period_s", self.retry_period_s, 0.001, 3600, "s")
         check_range("max_preempt_lms", self.max_preempt_lms, 1, 10_000)
         check_range("records_kept", self.records_kept, 0, 10_000_000)
+        check_range("max_clock_skew_s", self.max_clock_skew_s, 0.0, 3600, "s")
         return self

@@ -25,6 +25,8 @@ from collections import Counter
 import numpy as np
 
 from cellbed.domain import errors, wire
+from cellbed.domain import wire_checks_megha as check
+from cellbed.domain.validate import MAX_CLOCK_SKEW_S
 from cellbed.controller.megha.alloc import AllocClock, record
 from cellbed.metrics.rows import AllocationRow
 from cellbed.controller.megha.lm_wire import task_request, vm_spec
@@ -114,6 +116,38 @@ class SamplingWorker:
         self.used_mem += mem
         await self._launch(r, task, now, 0.0)
 
+    # --- a cell that changes under it (a trace replayed on a model cell) ----------------------
+    def set_capacity(self, cpu: float, mem: float) -> list[str]:
+        """The node's capacity is now (cpu cores, mem MiB) (0, 0: it left the cell). Returns the
+        running tasks that no longer fit, newest first: the caller stops them."""
+        self.cap_cpu, self.cap_mem = float(cpu), float(mem)
+        over, c, m = [], self.used_cpu, self.used_mem
+        for name in reversed(list(self.running)):
+            if c <= self.cap_cpu + EPS and m <= self.cap_mem + EPS:
+                break
+            over.append(name)
+            c, m = c - self.running[name][0], m - self.running[name][1]
+        self._wake.set()
+        return over
+
+    def resize_task(self, name: str, cpu: float, mem: float) -> bool:
+        """A running task's request becomes (cpu, mem) if the node has the room (True)."""
+        if name not in self.running:
+            raise errors.NotFound(f"task {name!r} does not run on {self.host}")
+        oc, om = self.running[name]
+        if self.used_cpu - oc + cpu > self.cap_cpu + EPS or self.used_mem - om + mem > self.cap_mem + EPS:
+            return False
+        self.running[name] = (float(cpu), float(mem))
+        self.used_cpu += cpu - oc
+        self.used_mem += mem - om
+        return True
+
+    async def stop_task(self, name: str) -> None:
+        """Stop a running task now (its node left, or shrank); NotFound if it does not run here."""
+        if name not in self.running:
+            raise errors.NotFound(f"task {name!r} does not run on {self.host}")
+        await self._finish(name)
+
     def _fits(self, r: Reservation) -> bool:
         return self.used_cpu + r.cpu <= self.cap_cpu + EPS and self.used_mem + r.mem <= self.cap_mem + EPS
 
@@ -144,6 +178,11 @@ class SamplingWorker:
             await self._launch(r, resp.task, sent, claim_rtt)
 
     async def _launch(self, r: Reservation, task: meghapb.MeghaTask, claim_sent: float, claim_rtt: float) -> None:
+        cpu, mem = task_request(task)
+        if (cpu, mem) != (r.cpu, r.mem):          # its request changed after the probe (update_task)
+            self.used_cpu += cpu - r.cpu
+            self.used_mem += mem - r.mem
+            r.cpu, r.mem = cpu, mem
         sent = self.clock.now()
         try:
             rep = await self.node.request(self.host, "NodeAgent/StartVm", npb.StartVmRequest(spec=vm_spec(task)),
@@ -184,6 +223,8 @@ class SamplingWorker:
             log.warning("%s: report of %s to %s failed: %s", self.host, ev.name, scheduler, e)
 
     async def _finish(self, name: str) -> None:
+        if name not in self.running:
+            return                                # stopped already (stop_task)
         try:
             await self.node.request(self.host, "NodeAgent/StopVm", npb.StopVmRequest(name=name), timeout=60.0)
         except errors.NotFound:
@@ -214,7 +255,9 @@ class SamplingScheduler:
         self.records: list[AllocationRow] = []
         self.record_listeners: list = []
         self.counters: Counter = Counter()
+        self.unprobed: set[str] = set()         # unbound tasks no node could hold when they were probed
         self._lock = asyncio.Lock()
+        self._bg: set[asyncio.Task] = set()
 
     async def submit(self, task: meghapb.MeghaTask) -> None:
         now = self.clock.now()
@@ -222,6 +265,10 @@ class SamplingScheduler:
         clk = AllocClock(arrival=now, queued_at=now)
         self.tasks[task.name] = (task, clk)
         self.unbound.add(task.name)
+        await self._probe(task, clk)
+
+    async def _probe(self, task: meghapb.MeghaTask, clk: AllocClock) -> None:
+        """Choose d random eligible nodes and probe them; a task no node can hold waits unprobed."""
         async with self._lock:                  # one decision at a time, like a GM
             t0 = self.clock.now()
             clk.dequeue(t0)
@@ -233,6 +280,7 @@ class SamplingScheduler:
             clk.proc += self.clock.now() - t0
         if not eligible.size:
             self.counters["unplaceable"] += 1
+            self.unprobed.add(task.name)
             return
         picks = self.rng.choice(eligible, size=min(self.d, eligible.size), replace=False)
         sent = self.clock.now()
@@ -243,6 +291,39 @@ class SamplingScheduler:
                                          for i in picks), return_exceptions=True)
         if all(isinstance(r, BaseException) for r in results):
             self.counters["probe_failures"] += 1
+
+    def update_task(self, task: meghapb.MeghaTask) -> bool:
+        """An unbound task's request, priority and constraints are now *task*'s (the workers
+        holding its probes launch it with them); False once a worker has claimed it."""
+        if task.name not in self.unbound:
+            return False
+        t, _ = self.tasks[task.name]
+        t.request.CopyFrom(task.request)
+        t.priority = task.priority
+        del t.constraints[:]
+        t.constraints.extend(task.constraints)
+        self.counters["task_updates"] += 1
+        if task.name in self.unprobed:          # perhaps some node can hold it now
+            self._reprobe(task.name)
+        return True
+
+    def _reprobe(self, name: str) -> None:
+        self.unprobed.discard(name)
+        job = asyncio.ensure_future(self._probe(*self.tasks[name]))
+        self._bg.add(job)
+        job.add_done_callback(self._bg.discard)
+
+    def set_host(self, host: str, cpu: float, mem: float, attributes=None) -> None:
+        """A node's capacity (0, 0: it left) or attributes changed: probes go only where a task
+        fits, and tasks no node could hold are probed again."""
+        i = self.hosts.index(host)
+        self.cap_cpu[i], self.cap_mem[i] = float(cpu), float(mem)
+        if attributes is not None:
+            attrs = list(self.bits.attributes)
+            attrs[i] = dict(attributes)
+            self.bits = HostBits(attrs)
+        for name in sorted(self.unprobed):
+            self._reprobe(name)
 
     def claim(self, req: meghapb.ClaimTaskRequest) -> meghapb.ClaimTaskResponse:
         if req.task not in self.unbound:
@@ -278,6 +359,7 @@ class SamplingWorkerServicer(meghapbg.SamplingWorkerServicer):
 
     @handles_errors
     async def Probe(self, request, context):
+        check.probe(request, self.agent.clock.now(), MAX_CLOCK_SKEW_S)
         return meghapb.ProbeResponse(queue_length=self.agent.probe(request))
 
 
@@ -287,9 +369,11 @@ class SamplingSchedulerServicer(meghapbg.SamplingSchedulerServicer):
 
     @handles_errors
     async def ClaimTask(self, request, context):
+        check.claim_task(request, self.agent.clock.now(), MAX_CLOCK_SKEW_S)
         return self.agent.claim(request)
 
     @handles_errors
     async def ReportStart(self, request, context):
+        check.report_start(request, self.agent.clock.now(), MAX_CLOCK_SKEW_S)
         self.agent.report(request.event)
         return meghapb.ReportStartResponse()

@@ -44,7 +44,7 @@ def mosquitto(tmp_path):
 
 def config(tmp_path, mqtt_port: int) -> dict:
     return {
-        "cell": "t", "mqtt_host": "127.0.0.1", "mqtt_port": mqtt_port, "state_dir": str(tmp_path / "state"),
+        "cell": "t", "mqtt_host": "127.0.0.1", "mqtt_port": mqtt_port, "insecure": True, "state_dir": str(tmp_path / "state"),
         "agents": {n: "127.0.0.1:0" for n in ("gm1", "gm2", "lm1a", "lm1b", "lm2a")},
         "gm": [{"name": "gm1"}, {"name": "gm2"}],
         "lm": [{"name": "lm1", "instances": ["lm1a", "lm1b"]}, {"name": "lm2", "instances": ["lm2a"]}],

@@ -51,7 +51,20 @@ def host_pids(state_root: str, cell: str, host: str) -> dict:
         return json.load(f)
 
 
-def virsh_names(address: str) -> list[str]:
-    out = subprocess.run(["virsh", "-c", f"qemu+tcp://{address}/system", "list", "--all", "--name"],
+def libvirt_uri(cell: dict, host: str) -> str:
+    """*host*'s libvirtd as reached from the box: over TLS with the host's own node certificate
+    (its private /etc/libvirt/pki, under the host's folder; cellbed/cell/libvirt_conf.py), or over
+    plaintext TCP in an insecure cell."""
+    address = cell["hosts"][host]["address"]
+    if cell.get("insecure") or "pki" not in cell:
+        return f"qemu+tcp://{address}/system"
+    hdir = os.path.join(os.path.dirname(cell["pki"]["dir"]), host)
+    return f"qemu+tls://{address}/system?pkipath={hdir}/etc-libvirt/pki"
+
+
+def virsh_names(address_or_uri: str) -> list[str]:
+    """The domains of a libvirtd: a URI (libvirt_uri), or an address of an insecure cell."""
+    uri = address_or_uri if "://" in address_or_uri else f"qemu+tcp://{address_or_uri}/system"
+    out = subprocess.run(["virsh", "-c", uri, "list", "--all", "--name"],
                          capture_output=True, text=True, timeout=30, check=True).stdout
     return [n for n in out.split() if n]

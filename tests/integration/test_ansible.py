@@ -244,7 +244,7 @@ async def test_teardown_leaves_no_service_config_or_process(ans, state_root):
         except pytest.fail.Exception:
             pytest.fail(f"{name}: left in its cgroup: " + repr({p: _cmdline(p) for p in cg.pids() - {sshd}}))
         # Services: nothing listens on gRPC, libvirt or MQTT ports any more.
-        for port in (50051, 16509, 1883):
+        for port in (50051, 16509, 16514, 1883):
             assert _refused(h["address"], port), (name, port)
         # Files: the private overlays hold what they held before site.yml, plus sshd's login
         # records, plus folders that also exist on the box (an overlay keeps a copied-up folder).

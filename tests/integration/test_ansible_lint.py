@@ -66,3 +66,19 @@ def test_nested_plan_gives_every_l1_its_own_address_tap_mac_and_disk():
 def test_nested_l1_accelerator_follows_the_box(requested, kvm_usable, want):
     got = _role_vars("nested", "__nested_accel", nested_l1_accel=requested, common_kvm_usable=kvm_usable)
     assert got.strip() == want
+
+
+@pytest.mark.parametrize("transport, want", [
+    ("tls", "qemu+tls://{address}/system?pkipath=/etc/libvirt/pki"), ("tcp", "qemu+tcp://{address}/system")])
+def test_node_migration_uri_follows_the_libvirt_transport(transport, want):
+    assert _role_vars("cellbed", "__cellbed_migration_uri_template", libvirt_host_transport=transport).strip() == want
+
+
+def test_controller_pki_names_the_host_addresses_and_the_libvirt_role_copies_them():
+    got = _role_vars("cellbed", "[__cellbed_tls_addresses, __cellbed_cellctl[1:]]", cellbed_node_address="10.0.0.5",
+                     libvirt_host_listen_address="10.0.0.5", cellbed_cell_name="lab")
+    assert got == [["10.0.0.5"], ["-m", "cellbed.cli.main", "--cell", "lab", "--json"]]
+    src = _role_vars("libvirt_host", "__libvirt_host_tls_src", cellbed_tls_files={"ca": "a", "cert": "c", "key": "k"})
+    assert src == {"ca": "a", "cert": "c", "key": "k"}
+    assert _role_vars("libvirt_host", "libvirt_host_transport", cellbed_tls=False).strip() == "tcp"
+    assert _role_vars("libvirt_host", "libvirt_host_transport").strip() == "tls"

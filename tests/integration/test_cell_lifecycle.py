@@ -9,7 +9,7 @@ from cellbed.cell.accel import probe
 from cellbed.cell import cell as cellmod
 from cellbed.cell import procs
 from cellbed.runtime.cgroups import HostCgroup
-from cellbed.runtime.client import NodeClient
+from cellbed.cell import cell_pki
 from cellbed.v1 import node_pb2 as npb
 
 pytestmark = pytest.mark.integration
@@ -39,8 +39,7 @@ def assert_nothing_left(st: dict, pids: list[int], sdir: str) -> None:
 
 
 async def _start_vm(st, host="h1", name="lc1"):
-    d = st["hosts"][host]
-    async with NodeClient(f"{d['address']}:{d['grpc_port']}", host) as c:
+    async with cell_pki.node_client(st, host) as c:
         await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=name, mem_mib=128,
                                                                   workload=npb.Workload(cpu_load=0.05, wss_mib=8))),
                      timeout=180)
@@ -100,8 +99,7 @@ async def test_kvm_cell_migrates(state_root):
     st = cellmod.up("lck", 2, accel="kvm", subnet="10.231.12.0/24", root=state_root)
     try:
         await _start_vm(st)
-        d = st["hosts"]["h1"]
-        async with NodeClient(f"{d['address']}:{d['grpc_port']}", "h1") as c:
+        async with cell_pki.node_client(st, "h1") as c:
             rec = (await c.call("MigrateVm", npb.MigrateVmRequest(name="lc1", dest_host="h2"), timeout=300)).record
         assert rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED, rec.detail
     finally:

@@ -3,17 +3,17 @@ import asyncio
 import os
 import signal
 
-import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from cellbed.domain import errors
 from cellbed.runtime.cgroups import HostCgroup
-from cellbed.runtime.client import NodeClient
+from cellbed.cell import cell_pki
+from cellbed.runtime.authz import mqtt_tls
 from cellbed.v1 import node_pb2 as npb
 from tests.conftest import wait_until
-from tests.integration.conftest import host_pids, virsh_names
+from tests.integration.conftest import host_pids, libvirt_uri, virsh_names
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ async def stop_vms_after(cell2):
     yield
     for h in cell2["hosts"]:
         for name in await vms(cell2, h):
-            async with NodeClient(target(cell2, h), h) as c:
+            async with cell_pki.node_client(cell2, h) as c:
                 await c.call("StopVm", npb.StopVmRequest(name=name), timeout=60)
 
 
@@ -35,20 +35,20 @@ def target(cell, h):
 
 async def start(cell, host, name, mem=128, cpu=0.1, wss=32, dirty=0.0, dirty_max=False):
     w = npb.Workload(cpu_load=cpu, wss_mib=wss, dirty_mib_s=dirty, dirty_max=dirty_max)
-    async with NodeClient(target(cell, host), host) as c:
+    async with cell_pki.node_client(cell, host) as c:
         return (await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=name, mem_mib=mem, vcpus=1,
                                                                           workload=w)), timeout=180)).vm
 
 
 async def vms(cell, host) -> dict:
-    async with NodeClient(target(cell, host), host) as c:
+    async with cell_pki.node_client(cell, host) as c:
         return {v.spec.name: v for v in (await c.call("ListVms", npb.ListVmsRequest())).vms}
 
 
 async def stop(cell, name):
     for h in cell["hosts"]:
         if name in await vms(cell, h):
-            async with NodeClient(target(cell, h), h) as c:
+            async with cell_pki.node_client(cell, h) as c:
                 await c.call("StopVm", npb.StopVmRequest(name=name), timeout=60)
 
 
@@ -60,7 +60,7 @@ async def heartbeat_advances(cell, host, name, above: int) -> int:
 
 
 async def test_reflection_lists_nodeagent_and_health_serving(cell2):
-    async with grpc.aio.insecure_channel(target(cell2, "h1")) as ch:
+    async with cell_pki.admin(cell2).channel(target(cell2, "h1")) as ch:
         h = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="cellbed.v1.NodeAgent"),
                                                        timeout=5)
         assert h.status == health_pb2.HealthCheckResponse.SERVING
@@ -74,17 +74,17 @@ async def test_live_migration_of_dirtying_guest_is_measured_and_verified(cell2):
     vm = await start(cell2, "h1", "mig1", cpu=0.2, wss=32, dirty=16)
     assert vm.boot_to_workload_s > 0
     hb0 = await heartbeat_advances(cell2, "h1", "mig1", 0)
-    async with NodeClient(target(cell2, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell2, "h1") as c:
         rec = (await c.call("MigrateVm", npb.MigrateVmRequest(name="mig1", dest_host="h2"), timeout=300)).record
     assert rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED, rec.detail
     assert rec.time_elapsed_ms > 0 and rec.downtime_ms > 0 and rec.data_total_bytes > 32 * 2**20
     assert rec.heartbeat_before >= hb0 and rec.heartbeat_after > rec.heartbeat_before
     assert rec.integrity_pages == 32 * 256 and rec.integrity_bad == 0
     assert "mig1" in await vms(cell2, "h2") and "mig1" not in await vms(cell2, "h1")
-    assert virsh_names(cell2["hosts"]["h1"]["address"]).count("mig1") == 0
-    assert virsh_names(cell2["hosts"]["h2"]["address"]).count("mig1") == 1
+    assert virsh_names(libvirt_uri(cell2, "h1")).count("mig1") == 0
+    assert virsh_names(libvirt_uri(cell2, "h2")).count("mig1") == 1
     await heartbeat_advances(cell2, "h2", "mig1", rec.heartbeat_after)   # still running there
-    async with NodeClient(target(cell2, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell2, "h1") as c:
         hist = (await c.call("ListMigrations", npb.ListMigrationsRequest())).records
     assert rec.id in [r.id for r in hist]
     await stop(cell2, "mig1")
@@ -92,7 +92,7 @@ async def test_live_migration_of_dirtying_guest_is_measured_and_verified(cell2):
 
 async def test_corrupted_guest_is_recorded_as_failed_migration(cell2):
     await start(cell2, "h1", "bad1", wss=16, dirty=0)
-    async with NodeClient(target(cell2, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell2, "h1") as c:
         await c.call("InjectFault", npb.InjectFaultRequest(name="bad1", kind=npb.FAULT_KIND_CORRUPT))
         rec = (await c.call("MigrateVm", npb.MigrateVmRequest(name="bad1", dest_host="h2"), timeout=300)).record
     assert rec.outcome == npb.MIGRATION_OUTCOME_VERIFICATION_FAILED, rec.detail
@@ -104,7 +104,7 @@ async def test_corrupted_guest_is_recorded_as_failed_migration(cell2):
 
 async def test_panicked_guest_is_seen_as_crashed_and_not_migrated(cell2):
     await start(cell2, "h1", "pan1", wss=8)
-    async with NodeClient(target(cell2, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell2, "h1") as c:
         await c.call("InjectFault", npb.InjectFaultRequest(name="pan1", kind=npb.FAULT_KIND_PANIC))
 
         async def crashed():
@@ -118,13 +118,13 @@ async def test_panicked_guest_is_seen_as_crashed_and_not_migrated(cell2):
 
 
 async def _migrate_in_background(cell, name, dest, opts):
-    async with NodeClient(target(cell, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell, "h1") as c:
         return (await c.call("MigrateVm", npb.MigrateVmRequest(name=name, dest_host=dest, options=opts),
                              timeout=300)).record
 
 
 async def _first_progress(cell, name):
-    async with grpc.aio.insecure_channel(target(cell, "h1")) as ch:
+    async with cell_pki.admin(cell).channel(target(cell, "h1")) as ch:
         from cellbed.v1 import node_pb2_grpc as npbg
         async for ev in npbg.NodeAgentStub(ch).WatchEvents(npb.WatchEventsRequest(), timeout=120):
             if ev.kind == npb.EVENT_KIND_MIGRATION_PROGRESS and ev.vm == name and ev.progress.data_processed_bytes > 0:
@@ -133,7 +133,7 @@ async def _first_progress(cell, name):
 
 async def _assert_still_on_source(cell, name, rec):
     assert name in await vms(cell, "h1") and name not in await vms(cell, "h2")
-    assert name not in virsh_names(cell["hosts"]["h2"]["address"])
+    assert name not in virsh_names(libvirt_uri(cell, "h2"))
     await heartbeat_advances(cell, "h1", name, rec.heartbeat_before)   # kept running, no reboot
 
 
@@ -141,7 +141,7 @@ async def test_migration_aborted_mid_flight_leaves_vm_running_on_source(cell2):
     await start(cell2, "h1", "abt1", mem=192, wss=96, dirty=8)
     task = asyncio.create_task(_migrate_in_background(cell2, "abt1", "h2", npb.MigrationOptions(bandwidth_mib_s=8)))
     await _first_progress(cell2, "abt1")
-    async with NodeClient(target(cell2, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell2, "h1") as c:
         await c.call("AbortMigration", npb.AbortMigrationRequest(name="abt1"))
     rec = await task
     assert rec.outcome == npb.MIGRATION_OUTCOME_ABORTED, (rec.outcome, rec.detail)
@@ -183,7 +183,7 @@ async def test_postcopy_migration_of_heavy_dirtier_succeeds(cell2):
 
 
 async def test_bad_input_gets_the_right_status_codes(cell2):
-    async with NodeClient(target(cell2, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell2, "h1") as c:
         with pytest.raises(errors.InvalidArgument, match=r"mem_mib=10 .*64\.\.8192"):
             await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name="x1", mem_mib=10)))
         with pytest.raises(errors.InvalidArgument, match=r"cpu_load=2.0 .*0\.0\.\.1\.0"):
@@ -194,11 +194,11 @@ async def test_bad_input_gets_the_right_status_codes(cell2):
             await c.call("StopVm", npb.StopVmRequest(name="nope"))
         with pytest.raises(errors.NotFound):
             await c.call("MigrateVm", npb.MigrateVmRequest(name="nope", dest_host="h2"))
-    async with NodeClient(target(cell2, "h2"), "h2") as c:
+    async with cell_pki.node_client(cell2, "h2") as c:
         with pytest.raises(errors.FailedPrecondition, match=r"memory 0 \+ 512 MiB > capacity 448 MiB"):
             await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name="big0", mem_mib=512)))
     await start(cell2, "h1", "big1", mem=512, wss=16)
-    async with NodeClient(target(cell2, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell2, "h1") as c:
         with pytest.raises(errors.FailedPrecondition, match="already runs on h1"):
             await c.call("MigrateVm", npb.MigrateVmRequest(name="big1", dest_host="h1"))
         with pytest.raises(errors.NotFound, match="h9"):
@@ -237,8 +237,8 @@ async def test_node_state_reaches_mqtt(cell2):
     import json
     import aiomqtt
     host, port = cell2["mqtt"].split(":")
-    async with aiomqtt.Client(host, int(port), timeout=10) as client:
-        await client.subscribe(f"cellbed/it/node/+/state")
+    async with aiomqtt.Client(host, int(port), timeout=10, tls_params=mqtt_tls(cell_pki.admin(cell2))) as client:
+        await client.subscribe("cellbed/it/node/+/state")
         msg = await asyncio.wait_for(anext(aiter(client.messages)), 30)
     state = json.loads(msg.payload)
     assert state["host"] in ("h1", "h2") and state["capacity"]["memMib"] in (1024, 448)
@@ -268,7 +268,7 @@ def test_cellctl_bench_writes_csv_and_cli_shows_state(cell2, state_root, tmp_pat
 
 async def test_set_workload_changes_the_running_guest_and_cgroup_caps_the_host(cell2):
     await start(cell2, "h1", "wl1", cpu=0.05, wss=8, dirty=0)
-    async with NodeClient(target(cell2, "h1"), "h1") as c:
+    async with cell_pki.node_client(cell2, "h1") as c:
         vm = (await c.call("SetWorkload", npb.SetWorkloadRequest(
             name="wl1", workload=npb.Workload(cpu_load=0.4, wss_mib=24, dirty_mib_s=8)))).vm
         assert vm.spec.workload.cpu_load == pytest.approx(0.4) and vm.spec.workload.wss_mib == 24

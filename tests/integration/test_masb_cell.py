@@ -1,11 +1,11 @@
 """MASB on the real single-box cell: host h1 is driven into overload by raising its guests'
 load; SAN selects tasks, gets candidates from the broker, negotiates with the other node
 agents and really live-migrates until no host is overloaded."""
-import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cellbed.runtime.client import NodeClient
+from cellbed.cell import cell_pki
+from cellbed.domain.identity import Role
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import common_pb2 as cpb, masb_pb2 as masbpb, node_pb2 as npb
@@ -46,7 +46,7 @@ def target(cell, h):
 
 
 async def call(cell, host, method, req, timeout=30):
-    async with NodeClient(target(cell, host), host) as c:
+    async with cell_pki.node_client(cell, host) as c:
         return await c.call(method, req, timeout=timeout)
 
 
@@ -59,7 +59,9 @@ async def where(cell) -> dict:
 
 
 async def san_request(cell, host, method, req):
-    t = GrpcTransport(lambda n: n, RealClock())
+    # The peer-to-peer SAN answers node identities only: the test plays the other node.
+    peer = next(h for h in cell["hosts"] if h != host)
+    t = GrpcTransport(lambda n: n, RealClock(), security=cell_pki.security(cell, Role.NODE, peer))
     try:
         return await t.request(target(cell, host), method, req, timeout=10)
     finally:
@@ -67,11 +69,11 @@ async def san_request(cell, host, method, req):
 
 
 async def test_broker_and_san_services_are_serving(masb_cell):
-    async with grpc.aio.insecure_channel(masb_cell["broker"]) as ch:
+    async with cell_pki.admin(masb_cell).channel(masb_cell["broker"]) as ch:
         h = await health_pb2_grpc.HealthStub(ch).Check(
             health_pb2.HealthCheckRequest(service="cellbed.v1.BrokerAgent"), timeout=5)
     assert h.status == health_pb2.HealthCheckResponse.SERVING
-    async with grpc.aio.insecure_channel(target(masb_cell, "h2")) as ch:
+    async with cell_pki.admin(masb_cell).channel(target(masb_cell, "h2")) as ch:
         h = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="cellbed.v1.San"),
                                                        timeout=5)
     assert h.status == health_pb2.HealthCheckResponse.SERVING
@@ -79,7 +81,7 @@ async def test_broker_and_san_services_are_serving(masb_cell):
 
 async def test_broker_cache_is_fed_by_node_reports(masb_cell):
     async def cache():
-        t = GrpcTransport(lambda n: n, RealClock())
+        t = GrpcTransport(lambda n: n, RealClock(), security=cell_pki.admin(masb_cell))
         try:
             r = await t.request(masb_cell["broker"], "BrokerAgent/ListCache", masbpb.ListCacheRequest(), timeout=5)
         finally:
@@ -157,7 +159,7 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
             return vm.heartbeat > before[name]
         await wait_until(alive, 30, f"{name}'s heartbeat to advance on {h}")
     # the broker answered the candidate request and counted it
-    t = GrpcTransport(lambda n: n, RealClock())
+    t = GrpcTransport(lambda n: n, RealClock(), security=cell_pki.admin(cell))
     try:
         lc = await t.request(cell["broker"], "BrokerAgent/ListCache", masbpb.ListCacheRequest(), timeout=5)
     finally:

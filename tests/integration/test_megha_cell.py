@@ -22,7 +22,9 @@ import time
 import pytest
 
 from cellbed.domain import errors, wire
-from cellbed.cell import cell as cellmod
+from cellbed.cell import cell as cellmod, cell_pki, megha as meghamod
+from cellbed.domain.identity import Identity, Role
+from cellbed.runtime.pki import CellCA
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
@@ -42,8 +44,8 @@ NEVER = (Constraint("gpu", EQ, 1), Constraint("ssd", EQ, 1))       # no host has
 AGENTS = {"gm1": 50071, "gm2": 50072, "lm1a": 50081, "lm1b": 50082, "lm2a": 50083}
 
 
-def controller_toml(hosts: dict, state_dir: str) -> str:
-    lines = [f'cell = "mg"', f'mqtt_host = "{BRIDGE}"', 'mqtt_port = 1883', f'state_dir = "{state_dir}"',
+def controller_toml(hosts: dict, state_dir: str, security: list[str]) -> str:
+    lines = ['cell = "mg"', f'mqtt_host = "{BRIDGE}"', *security, f'state_dir = "{state_dir}"',
              'known_attributes = ["ssd", "rack", "gpu", "host"]', "", "[agents]"]
     lines += [f'{n} = "{BRIDGE}:{p}"' for n, p in AGENTS.items()]
     lines += ["", "[hosts]"] + [f'{h} = "{d["address"]}:{d["grpc_port"]}"' for h, d in hosts.items()]
@@ -87,11 +89,11 @@ class Agents:
         self.procs.clear()
 
 
-async def serving(target: str, service: str) -> bool:
+async def serving(target: str, service: str, security) -> bool:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
     try:
-        async with grpc.aio.insecure_channel(target) as ch:
+        async with security.channel(target) as ch:
             r = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=2)
             return r.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
@@ -107,8 +109,11 @@ def megha_cell(state_root, tmp_path_factory):
                     monitor_period_s=2.0, host_attributes=ATTRS)
     work = tmp_path_factory.mktemp("megha")
     cfg = os.path.join(work, "controller.toml")
+    ca = CellCA.load(st["pki"]["dir"])      # the cell's CA: each agent its own certificate
+    for n in AGENTS:
+        ca.issue(Identity("mg", Role.GM if n.startswith("gm") else Role.LM, n), [BRIDGE])
     with open(cfg, "w") as f:
-        f.write(controller_toml(st["hosts"], os.path.join(work, "state")))
+        f.write(controller_toml(st["hosts"], os.path.join(work, "state"), meghamod.security_lines(st)))
     agents = Agents(cfg, str(work))
     try:
         yield st, agents, cfg
@@ -125,13 +130,13 @@ def megha_cell(state_root, tmp_path_factory):
         cellmod.down("mg", state_root)
 
 
-async def start_agents(agents: Agents, names) -> None:
+async def start_agents(agents: Agents, names, security) -> None:
     for n in names:
         agents.start(n)
         svc = "cellbed.v1.GlobalMaster" if n.startswith("gm") else "cellbed.v1.LocalMaster"
 
         async def up(n=n, svc=svc):
-            return await serving(f"{BRIDGE}:{AGENTS[n]}", svc)
+            return await serving(f"{BRIDGE}:{AGENTS[n]}", svc, security)
         await wait_until(up, 90, f"{n} SERVING")
 
 
@@ -144,8 +149,9 @@ def spec(i: int) -> meghapb.MeghaTask:
 
 async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeover(megha_cell):
     st, agents, _ = megha_cell
-    await start_agents(agents, ["lm1a", "lm2a", "lm1b", "gm1", "gm2"])
-    t = GrpcTransport(lambda n: f"{BRIDGE}:{AGENTS[n]}" if n in AGENTS else n, RealClock())
+    await start_agents(agents, ["lm1a", "lm2a", "lm1b", "gm1", "gm2"], cell_pki.admin(st))
+    t = GrpcTransport(lambda n: f"{BRIDGE}:{AGENTS[n]}" if n in AGENTS else n, RealClock(),
+                      security=cell_pki.admin(st))
     hosts = {h: f"{d['address']}:{d['grpc_port']}" for h, d in st["hosts"].items()}
     seen: dict[str, set[str]] = {}
     violations: list[str] = []
@@ -202,7 +208,7 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
         agents.kill("gm1")                                  # crash: its queue lives in the journal
         with pytest.raises(errors.Unavailable):             # it really is down: clients see UNAVAILABLE
             await t.request("gm1", "GlobalMaster/Submit", meghapb.SubmitRequest(task=tasks[0]), timeout=5)
-        await start_agents(agents, ["gm1"])
+        await start_agents(agents, ["gm1"], cell_pki.admin(st))
         await wait_until(lambda: started(20), 600, "20 VMs started")
         await snapshot(["lm1a"])
         agents.kill("lm1a")                                 # lm1b takes over lm1's hosts
@@ -267,13 +273,15 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
 async def test_cellctl_submit_on_the_idle_cell_shows_parts_and_boot(megha_cell):
     """The real-cell benchmark: submit -> VM running on an idle cell, with the VM boot shown
     separately (printed, not asserted)."""
-    _, agents, cfg = megha_cell
+    cell, agents, cfg = megha_cell
     if "gm1" not in agents.procs:
-        await start_agents(agents, ["lm1a", "lm2a", "lm1b", "gm1", "gm2"])
+        await start_agents(agents, ["lm1a", "lm2a", "lm1b", "gm1", "gm2"], cell_pki.admin(cell))
     figures = []
+    root = os.path.dirname(os.path.dirname(cell["pki"]["dir"]))     # cellctl acts as the cell's admin
     for i in range(3):
         p = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "cellbed.cli.main", "submit", "--controller", cfg, "--cpu", "0.1", "--mem", "128",
+            sys.executable, "-m", "cellbed.cli.main", "--cell", "mg", "--state-root", root,
+            "submit", "--controller", cfg, "--cpu", "0.1", "--mem", "128",
             "--user", "bob", "--constraint", "rack=b", "--name", f"solo{i}", "--duration-s", "5", "--json",
             "--wait-s", "200", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, err = await p.communicate()

@@ -8,6 +8,7 @@ import tarfile
 
 import pytest
 
+from cellbed.daemon import libvirt_tls
 from cellbed.daemon.config import NodeConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,7 +32,9 @@ def render(role: str, template: str, **ctx) -> str:
 
 
 NODE_CTX = dict(inventory_hostname="h2", cellbed_node_address="10.231.30.12", cellbed_node_grpc_port=50051,
-                __cellbed_migration_scheme="qemu+tcp", cellbed_node_cpu_cores=0.5, cellbed_node_mem_mib=512,
+                cellbed_node_metrics_port=9464,
+                __cellbed_migration_uri_template="qemu+tcp://{address}/system", cellbed_node_cpu_cores=0.5,
+                cellbed_node_mem_mib=512,
                 __cellbed_max_cpu=1.0, __cellbed_max_mem=1024, __cellbed_accel="tcg",
                 libvirt_host_cpu_model_effective="qemu64", cellbed_guest_dir="/var/lib/cellbed/guest",
                 cellbed_state_dir="/var/lib/cellbed/node", cellbed_config_dir="/etc/cellbed",
@@ -89,8 +92,58 @@ def test_libvirt_blocks_set_listen_address_distinct_uuid_and_port_range():
     assert 'listen_tcp = 1' in d and 'listen_addr = "10.0.0.11"' in d and 'host_uuid = "6f1e2f8a-' in d
     q = render("libvirt_host", "qemu.conf.j2", **ctx)
     assert 'migration_address = "10.0.0.11"' in q and "migration_port_min = 49152" in q and "49215" in q
-    t = render("libvirt_host", "libvirtd.conf.j2", **{**ctx, "libvirt_host_transport": "tls", "libvirt_host_tls_port": 16514})
-    assert "listen_tls = 1" in t and "listen_tcp = 0" in t and "auth_tcp" not in t
+    assert "INSECURE" in d and 'auth_tcp = "none"' in d and "migrate_tls" not in q   # tcp: by explicit choice
+
+
+TLS_CTX = dict(libvirt_host_transport="tls", libvirt_host_tls_port=16514, libvirt_host_listen_address="10.0.0.11",
+               __libvirt_host_uuid="6f1e2f8a-1111-4222-8333-944455556666", libvirt_host_qemu_user="root",
+               libvirt_host_qemu_group="root", libvirt_host_security_driver="none",
+               libvirt_host_migration_port_min=49152, libvirt_host_migration_port_max=49215,
+               libvirt_host_tls_dir="/etc/libvirt/pki", __libvirt_host_qemu_tls_dir="/etc/libvirt/pki/qemu",
+               libvirt_host_tls_allowed_dn_list=["O=Cellbed,OU=node,CN=*"])
+
+
+def test_libvirt_tls_is_the_default_and_takes_only_the_cells_node_certificates():
+    defaults = load("libvirt_host", "defaults", "main.yml")
+    env = jinja2.Environment()
+    env.filters["bool"] = bool
+    transport = env.from_string(defaults["libvirt_host_transport"])
+    assert transport.render() == "tls" and transport.render(cellbed_tls=False) == "tcp"   # insecure by choice only
+    assert "auth_tcp" not in json.dumps(defaults)
+    t = render("libvirt_host", "libvirtd.conf.j2", **TLS_CTX)
+    assert "listen_tls = 1" in t and "listen_tcp = 0" in t and 'tls_port = "16514"' in t and "auth_tcp" not in t
+    assert 'ca_file = "/etc/libvirt/pki/cacert.pem"' in t and 'key_file = "/etc/libvirt/pki/serverkey.pem"' in t
+    assert 'cert_file = "/etc/libvirt/pki/servercert.pem"' in t and "tls_no_verify_certificate = 0" in t
+    assert 'tls_allowed_dn_list = ["O=Cellbed,OU=node,CN=*"]' in t
+    # an empty list would let no client in: then the line is left out (any certificate of the CA)
+    assert "tls_allowed_dn_list" not in render("libvirt_host", "libvirtd.conf.j2",
+                                               **{**TLS_CTX, "libvirt_host_tls_allowed_dn_list": []})
+    q = render("libvirt_host", "qemu.conf.j2", **TLS_CTX)
+    assert 'migrate_tls_x509_cert_dir = "/etc/libvirt/pki/qemu"' in q and "migrate_tls_x509_verify = 1" in q
+
+
+def test_libvirt_tls_files_are_the_layout_the_node_daemon_and_namespace_hosts_use():
+    defaults, v = load("libvirt_host", "defaults", "main.yml"), load("libvirt_host", "vars", "main.yml")
+    assert defaults["libvirt_host_tls_dir"] == libvirt_tls.PKI_DIR     # the daemon's derived URI's pkipath
+    assert v["__libvirt_host_qemu_tls_dir"] == "{{ libvirt_host_tls_dir }}/qemu" and libvirt_tls.QEMU_DIR.endswith("/qemu")
+    got = {(f["dest"].rsplit("/", 1)[-1], f["what"], f["for"]) for f in v["__libvirt_host_tls_files"]}
+    want = {(names[col], what.rsplit("_", 1)[-1], prog) for what, names in libvirt_tls.FILES.items()
+            for col, prog in ((0, "libvirt"), (1, "qemu"))}
+    assert got == want
+    assert set(v["__libvirt_host_tls_src"]) == {"ca", "cert", "key"}
+    assert defaults["libvirt_host_tls_allowed_dn_list"] == ['O=Cellbed,OU=node,CN=*']
+
+
+def test_node_toml_over_tls_names_the_pkipath_and_migrates_over_tls(tmp_path):
+    tmpl = "qemu+tls://{address}/system?pkipath=/etc/libvirt/pki"
+    p = tmp_path / "node.toml"
+    p.write_text(render("cellbed", "node.toml.j2", **{"cellbed_node_metrics_port": 0, **NODE_CTX,
+                                                      "__cellbed_migration_uri_template": tmpl}))
+    cfg = NodeConfig.load(str(p))
+    got = libvirt_tls.migration_uri_template(cfg.migration_uri_template, cfg.insecure)
+    assert got == tmpl == libvirt_tls.TLS_URI and libvirt_tls.tls_by_default(got)
+    assert "qemu+tls://{address}/system?pkipath=' ~ libvirt_host_tls_dir" in json.dumps(
+        load("cellbed", "vars", "main.yml")["__cellbed_migration_uri_template"])
 
 
 @pytest.mark.parametrize("role", ROLE_NAMES)

@@ -27,7 +27,8 @@ REQUIRED = {
     ("vm", "start"): ["--host", "h1"], ("vm", "stop"): ["vm-a"], ("vm", "set-workload"): ["vm-a"],
     ("vm", "migrate"): ["vm-a", "--to", "h2"], ("vm", "abort-migration"): ["vm-a"],
     ("report",): ["results/x"], ("run",): ["scenarios/smoke.toml"], ("submit",): ["--cpu", "0.1", "--mem", "128"],
-    ("task",): ["t1"],
+    ("task",): ["t1"], ("pki", "init"): ["--dir", "/srv/pki"],
+    ("pki", "issue"): ["--dir", "/srv/pki", "--role", "node", "--name", "h1"],
 }
 GLOBALS = ["--json", "--cell", "lab2", "--state-root", "/srv/cells", "-v"]
 

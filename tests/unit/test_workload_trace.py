@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cellbed.domain.errors import InvalidArgument
 from cellbed.workload.events import (
     AddNode,
     AddNodeAttributes,
@@ -200,11 +201,58 @@ def test_a_re_added_machine_gets_one_event_with_its_final_attributes(tmp_path):
     ]
 
 
-def test_out_of_order_rows_are_clamped_and_counted(tmp_path):
+def test_out_of_order_rows_are_put_back_in_order_and_counted(tmp_path):
     put(tmp_path, "machine_events", ["0,1,0,p,0.5,0.5", "9,2,0,p,0.5,0.5", "5,3,0,p,0.5,0.5"])
     reader = TraceReader(tmp_path)
-    assert [(e.time_us, e.node_id) for e in reader] == [(0, 1), (9, 2), (9, 3)]
-    assert reader.stats["out_of_order_rows"] == 1
+    assert [(e.time_us, e.node_id) for e in reader] == [(0, 1), (5, 3), (9, 2)]
+    assert reader.stats["out_of_order_rows"] == 1 and reader.stats["late_rows"] == 0
+    rep = reader.report()
+    assert rep["anomalies"]["out_of_order_rows"] == {"count": 1, "first": "machine_events/part-00000-of-00001.csv.gz:3"}
+    assert rep["reorder"]["machine_events"]["max_distance_us"] == 4      # 9 − 5
+
+
+def test_rows_beyond_the_reorder_window_are_clamped_and_counted_as_late(tmp_path):
+    # window 3: when 20 comes in, 9 is released (20 − 3 ≥ 9); 5 then comes after a released 9
+    put(tmp_path, "machine_events", ["0,1,0,p,0.5,0.5", "9,2,0,p,0.5,0.5", "20,3,0,p,0.5,0.5", "5,4,0,p,0.5,0.5"])
+    reader = TraceReader(tmp_path, TraceOptions(reorder_window_us=3))
+    assert [(e.time_us, e.node_id) for e in reader] == [(0, 1), (9, 2), (9, 4), (20, 3)]
+    assert reader.stats["out_of_order_rows"] == 1 and reader.stats["late_rows"] == 1
+    assert reader.report()["reorder"]["machine_events"]["max_distance_us"] == 15
+
+
+def test_a_constraint_row_out_of_order_still_reaches_its_task(tmp_path):
+    """The row of task 7's constraint comes after task 8's (a later time): it is still folded
+    into task 7's AddTask, which ended long before task 8 began."""
+    put(tmp_path, "machine_events", ["0,1,0,p,0.5,0.5"])
+    put(tmp_path, "task_events", ["1000000,,7,0,,0,u,0,5,0.01,0.01,0,0", "5000000,,7,0,,4,u,0,5,0.01,0.01,0,0",
+                                  "6000000,,8,0,,0,u,0,5,0.01,0.01,0,0"])
+    put(tmp_path, "task_constraints", ["6000000,8,0,0,a,1", "1000000,7,0,1,a,2"])
+    reader = TraceReader(tmp_path)
+    adds = {e.task_key: e.constraints for e in reader if isinstance(e, AddTask)}
+    assert adds == {(7, 0): (Constraint("a", ConstraintOp.NOT_EQUAL, 2),), (8, 0): (Constraint("a", ConstraintOp.EQUAL, 1),)}
+    assert reader.stats["constraints_unknown_task"] == 0 and reader.stats["out_of_order_rows"] == 1
+
+
+def test_an_attribute_deletion_out_of_order_takes_effect_at_its_own_time(tmp_path):
+    put(tmp_path, "machine_events", ["0,1,0,p,0.5,0.5"])
+    put(tmp_path, "machine_attributes", ["0,1,a,1,0", "900000000,1,b,2,0", "100000000,1,a,,1"])
+    assert [e for e in read_trace(tmp_path) if isinstance(e, (RemoveNodeAttributes, AddNodeAttributes))] == [
+        AddNodeAttributes(0, 1, (("a", 1),)),
+        RemoveNodeAttributes(100000000, 1, ("a",)),
+        AddNodeAttributes(900000000, 1, (("b", 2),)),
+    ]
+
+
+def test_every_anomaly_names_the_file_and_line_of_its_first_example(sample):
+    reader = TraceReader(sample)
+    list(reader)
+    a = reader.report()["anomalies"]
+    assert a["malformed_rows.task_events"] == {"count": 1, "first": "task_events/part-00001-of-00002.csv.gz:5"}
+    assert a["priority_out_of_range"]["first"] == "task_events/part-00001-of-00002.csv.gz:6"
+    assert a["constraints_unknown_task"]["first"] == "task_constraints/part-00000-of-00001.csv.gz:4"
+    assert a["usage_unknown_task"]["first"] == "task_usage/part-00000-of-00001.csv.gz:2"
+    assert a["after_window_rows"] == {"count": 2, "first": "machine_events/part-00000-of-00001.csv.gz:7"}
+    assert reader.report()["notes"]["usage_missing_machine"]["first"] == "task_usage/part-00000-of-00001.csv.gz:4"
 
 
 def test_missing_tables_and_directories():
@@ -350,3 +398,13 @@ def test_round_trip_property(tmp_path_factory, seed, nodes, mult, churn):
 def test_writer_rejects_bad_options(tmp_path):
     with pytest.raises(ValueError, match="rows_per_part must be >= 1"):
         TraceWriter(tmp_path, rows_per_part=0)
+
+
+def test_a_part_damaged_after_the_check_is_one_error_naming_the_file_and_line(tmp_path):
+    """The reader itself never lets a gzip or decoding error through as a traceback."""
+    put(tmp_path, "machine_events", [f"{i},{i},0,p,0.5,0.5" for i in range(3000)])
+    p = tmp_path / "machine_events" / "part-00000-of-00001.csv.gz"
+    p.write_bytes(p.read_bytes()[:-40])
+    with pytest.raises(InvalidArgument, match=r"part-00000-of-00001\.csv\.gz:\d+: truncated") as e:
+        list(TraceReader(tmp_path))
+    assert int(str(e.value).split(".csv.gz:")[1].split(":")[0]) > 1

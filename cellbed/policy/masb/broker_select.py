@@ -18,6 +18,7 @@ class BrokerParams:
     realloc_score: str = "sras"
     initial_score: str = "sias"
     max_util: float = 0.9
+    max_clock_skew_s: float = 30.0   # a report measured further in the broker's future is refused
 
 
 @dataclasses.dataclass(frozen=True)

@@ -204,6 +204,56 @@ class ClusterState:
     def touch(self) -> None:
         self.version += 1
 
+    def set_host(self, h: int, cpu: float | None = None, mem: float | None = None,
+                 attributes: Mapping[str, AttrValue] | None = None) -> list[str]:
+        """Host *h*'s capacity (K, M) or attributes changed (a machine UPDATE, REMOVE as (0, 0),
+        or ADD back). Loans out of it stay; the hosts digest changes, so GMs fetch the hosts
+        again. Returns the tasks on *h* that no longer fit, newest first, in the order to stop
+        them until the rest fits (they stay allocated: the caller stops them)."""
+        if cpu is not None:
+            self.cap_cpu[h] += float(cpu) - self.total_cpu[h]
+            self.total_cpu[h] = float(cpu)
+        if mem is not None:
+            self.cap_mem[h] += float(mem) - self.total_mem[h]
+            self.total_mem[h] = float(mem)
+        if attributes is not None:
+            self.attributes[h] = dict(attributes)
+            self.bits = HostBits(self.attributes)
+        self.digest = hosts_digest(self.hosts, self.total_cpu, self.total_mem, self.attributes)
+        self.version += 1
+        over = []
+        c = sum(t.cpu for t in self.on_host[h].values())
+        m = sum(t.mem for t in self.on_host[h].values())
+        for t in sorted(self.on_host[h].values(), key=lambda t: (-t.start_unix_s, t.name)):
+            if c <= self.total_cpu[h] + EPS and m <= self.total_mem[h] + EPS:
+                break
+            over.append(t.name)
+            c, m = c - t.cpu, m - t.mem
+        return over
+
+    def resize(self, name: str, cpu: float, mem: float) -> bool:
+        """Task *name*'s request becomes (cpu, mem) where it is (in place), if its host's node N
+        has the room for the difference (a loan N' grows out of N too); False, and nothing
+        changes, if not."""
+        t = self.tasks[name]
+        h = t.host
+        dc, dm = float(cpu) - t.cpu, float(mem) - t.mem
+        fc, fm = self.free(h)
+        if fc + EPS < dc or fm + EPS < dm:
+            return False
+        if t.logical:
+            self.cap_cpu[h] -= dc
+            self.cap_mem[h] -= dm
+        else:
+            self.used_cpu[h] += dc
+            self.used_mem[h] += dm
+        u = self.usage[t.user]
+        u[0] += dc
+        u[1] += dm
+        t.cpu, t.mem = float(cpu), float(mem)
+        self.version += 1
+        return True
+
     # --- invariants (tests and the LM's own checks) -------------------------------------------
     def check_invariants(self) -> None:
         """No double allocation: every host's tasks fit its total capacity, N's use fits N."""
