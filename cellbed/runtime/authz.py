@@ -112,13 +112,21 @@ class Authorizer(grpc.aio.ServerInterceptor):
     def __init__(self, cell: str) -> None:
         self.cell = cell
         self.denied = 0
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation: Callable[..., Awaitable[grpc.RpcMethodHandler]],
                                 details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
         if handler is None:
             return handler
-        method = details.method
+        cached = self._wrapped.get(details.method)
+        if cached is not None and cached[0] is handler:     # one wrapper per method, not per call
+            return cached[1]
+        wrapped = self._wrap(details.method, handler)
+        self._wrapped[details.method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
 
         async def check(context) -> None:
             d = authorize(method, peer_identity(context), self.cell)
