@@ -196,6 +196,8 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
     # every agent's /metrics, for Prometheus' file_sd_configs (cellbed/cell/prom_sd.py)
     rec.state["prometheus_file_sd"] = prom_sd.write_file_sd(sdir, rec.state.setdefault("metrics_targets", []),
                                                             "https" if "pki" in rec.state else "http")
+    rec.state["prometheus_scrape"] = prom_sd.write_scrape_config(
+        sdir, rec.state["prometheus_file_sd"], rec.state.get("pki", {}).get("certs", {}).get(cell_pki.PROMETHEUS))
     rec.state["up_seconds"] = round(time.monotonic() - t0, 2)
     rec.flush()
     return rec.state

@@ -17,6 +17,7 @@ from cellbed.runtime.client import NodeClient
 from cellbed.runtime.pki import CellCA, TlsFiles
 
 MQTT_SERVER = "mqtt"
+PROMETHEUS = "prometheus"     # the scraper's certificate: of the cell's CA, but no Cellbed identity
 
 
 def key(role: Role, name: str) -> str:
@@ -44,6 +45,7 @@ def issue(sdir: str, cell: str, *, hosts: dict[str, str], bridge_address: str, b
         one(Role.LM, i, [bridge_address])
     one(Role.ADMIN, "admin", ["127.0.0.1"])
     certs[MQTT_SERVER] = vars(ca.issue_server(MQTT_SERVER, [bridge_address], days=days))
+    certs[PROMETHEUS] = vars(ca.issue_server(PROMETHEUS, ["127.0.0.1"], days=days))
     return {"dir": folder, "ca": ca.cert_file, "certs": certs, "days": days,
             "seconds": round(time.monotonic() - t0, 3)}
 

@@ -16,7 +16,7 @@ import os
 import uuid
 
 from cellbed.daemon import libvirt_tls as lt
-from cellbed.runtime.pki import TlsFiles
+from cellbed.runtime.tlsfiles import TlsFiles
 
 # The subject of a node certificate of the cell CA as libvirt prints it (virt-pki-query-dn):
 # libvirtd takes no other client (not the admin's, a broker's or a GM's certificate).

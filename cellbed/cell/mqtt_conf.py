@@ -12,7 +12,7 @@ Plaintext (port 1883, anonymous) only with ``insecure``, on an isolated box.
 from __future__ import annotations
 
 from cellbed.domain.topics import node_topic, report_topic
-from cellbed.runtime.pki import TlsFiles
+from cellbed.runtime.tlsfiles import TlsFiles
 
 MQTT_TLS_PORT = 8883
 MQTT_PLAIN_PORT = 1883

@@ -12,7 +12,7 @@ controllers where the cell's Megha hook puts them. ``up`` records each one in
 The ``job`` label of a target group takes the place of the scrape job's name, so one scrape job
 over this file gives ``up{job="node"}``, ``up{job="broker"}``, ...; ``__scheme__`` is https in a
 secure cell, where the scrape job needs a ``tls_config`` with the cell CA and a certificate of the
-cell (e.g. the admin's), http in an insecure one. Prometheus re-reads the file when it changes; it
+cell (the cell's ``prometheus`` certificate, see ``prometheus-scrape.yml``), http in an insecure one. Prometheus re-reads the file when it changes; it
 is replaced atomically (rename), so a reader never sees half of it.
 """
 from __future__ import annotations
@@ -59,4 +59,28 @@ def write_file_sd(sdir: str, targets: list[dict], scheme: str = "http") -> str:
         json.dump(file_sd_groups(targets, scheme), f, indent=1)
         f.write("\n")
     os.replace(tmp, path)
+    return path
+
+
+SCRAPE_NAME = "prometheus-scrape.yml"
+
+
+def scrape_config(file_sd: str, tls: dict | None, interval_s: float = 15.0) -> dict:
+    """One scrape job over the cell's file_sd file, for an operator's prometheus.yml
+    (``scrape_configs:``). *tls*: {"ca", "cert", "key"} of the cell's scraping certificate (a
+    certificate of the cell CA that carries no Cellbed identity, so it can read /metrics and call
+    nothing), or None in an insecure cell."""
+    job: dict = {"job_name": "cellbed", "scrape_interval": f"{interval_s:g}s",
+                 "file_sd_configs": [{"files": [file_sd]}]}
+    if tls is not None:
+        job["tls_config"] = {"ca_file": tls["ca"], "cert_file": tls["cert"], "key_file": tls["key"]}
+    return {"scrape_configs": [job]}
+
+
+def write_scrape_config(sdir: str, file_sd: str, tls: dict | None) -> str:
+    """The scrape job as a file (JSON, which is YAML: paste it, or `include` it)."""
+    path = os.path.join(sdir, SCRAPE_NAME)
+    with open(path, "w") as f:
+        json.dump(scrape_config(file_sd, tls), f, indent=1)
+        f.write("\n")
     return path

@@ -13,7 +13,7 @@ from cellbed.domain import errors
 from cellbed.cell import cell as cellmod, cell_pki
 from cellbed.runtime.authz import Security
 from cellbed.runtime.client import NodeClient
-from cellbed.runtime.pki import TlsFiles
+from cellbed.runtime.tlsfiles import TlsFiles
 from cellbed.v1 import common_pb2 as cpb, node_pb2 as npb
 
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from typing import Any, Awaitable, Callable
 
 import aiomqtt
 import grpc
 
-from cellbed.domain.errors import FailedPrecondition
+from cellbed.domain.errors import FailedPrecondition, InvalidArgument
 from cellbed.domain.identity import Identity, authorize
-from cellbed.runtime.pki import TlsFiles, identity_of
+from cellbed.runtime.tlsfiles import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +100,21 @@ def mqtt_tls(security: Security) -> "aiomqtt.TLSParameters | None":
 
 
 def peer_identity(context: grpc.aio.ServicerContext) -> Identity | None:
-    """The caller's identity from its verified certificate (None on a plaintext connection)."""
-    pems = (context.auth_context() or {}).get("x509_pem_cert") or []
-    return identity_of(pems[0]) if pems else None
+    """The caller's identity: the cellbed:// URI of its certificate, which gRPC verified against
+    the cell's CA and hands over as ``peer_uri`` (None on a plaintext connection)."""
+    for uri in (context.auth_context() or {}).get("peer_uri") or []:
+        who = _identity(uri)
+        if who is not None:
+            return who
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _identity(uri: bytes) -> Identity | None:
+    try:
+        return Identity.from_uri(uri.decode("ascii", "replace"))
+    except InvalidArgument:
+        return None
 
 
 class Authorizer(grpc.aio.ServerInterceptor):

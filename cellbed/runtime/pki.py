@@ -8,7 +8,6 @@ both a TLS server and a TLS client certificate, for the agent's addresses (IP SA
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import functools
 import ipaddress
@@ -22,30 +21,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cellbed.domain.errors import FailedPrecondition, InvalidArgument
 from cellbed.domain.identity import Identity
+from cellbed.runtime.tlsfiles import TlsFiles
+
+__all__ = ["CA_CERT", "CA_KEY", "CellCA", "DEFAULT_DAYS", "TlsFiles", "identity_of"]
 
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 DEFAULT_DAYS = 30
-
-
-@dataclasses.dataclass(frozen=True)
-class TlsFiles:
-    """The three files an agent needs: its CA's certificate, its own certificate and key."""
-
-    ca: str
-    cert: str
-    key: str
-
-    def read(self) -> tuple[bytes, bytes, bytes]:
-        out = []
-        for what, path in (("tls_ca", self.ca), ("tls_cert", self.cert), ("tls_key", self.key)):
-            try:
-                out.append(Path(path).read_bytes())
-            except OSError as e:
-                raise FailedPrecondition(f"{what} {path}: cannot read it ({e.strerror})") from None
-        return out[0], out[1], out[2]
-
-    def paths(self) -> list[str]:
-        return [self.ca, self.cert, self.key]
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:

@@ -3,7 +3,7 @@ own registry, and the pieces the agents' collectors (``daemon/prom.py``, ``broke
 ``controller/megha/prom.py``) are built from.
 
 * :class:`Exporter` serves ``/metrics`` on the agent's own address (never 0.0.0.0) in a
-  background thread (``prometheus_client.start_http_server``), with the process's RSS and CPU
+  background thread (:class:`MetricsServer`, prometheus_client's WSGI app), with the process's RSS and CPU
   (``ProcessCollector``: ``process_resident_memory_bytes``, ``process_cpu_seconds_total``, ...).
   Port 0 binds an ephemeral port (tests); the daemons' configs use ``metrics_port = 0`` for "off"
   and never construct an exporter then. Given the agent's ``TlsFiles`` (the cell CA's certificate,
@@ -24,10 +24,13 @@ import concurrent.futures
 import ipaddress
 import logging
 import math
+import socket
+import ssl
 import threading
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.utils import floatToGoString
@@ -35,7 +38,7 @@ from prometheus_client.utils import floatToGoString
 from cellbed.domain.errors import InvalidArgument, check_range
 
 if TYPE_CHECKING:
-    from cellbed.runtime.pki import TlsFiles
+    from cellbed.runtime.tlsfiles import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +85,8 @@ class OnLoop:
             return fut.result(self.timeout_s)
         except concurrent.futures.TimeoutError:
             fut.cancel()
-            raise TimeoutError(f"the agent's event loop did not answer the scrape within {self.timeout_s:g} s") from None
+            raise TimeoutError(f"the agent's event loop did not answer the scrape within {self.timeout_s:g} s"
+                               ) from None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -215,6 +219,54 @@ def counter_families(prefix: str, what: str, labels: Mapping[str, str], counters
 
 # --- the HTTP side ------------------------------------------------------------------------------------
 
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args) -> None:      # no access log on the daemon's stderr
+        pass
+
+
+class MetricsServer(WSGIServer):
+    """wsgiref's HTTP server for one WSGI app. Every connection goes to a pool of *workers*
+    threads, which do the TLS handshake (when *ssl_ctx* is given) and the request, each bounded by
+    *timeout_s*: a client that connects and stays silent holds one worker for that long, never the
+    accepting thread (prometheus_client's own server shakes hands there, without a timeout)."""
+
+    def __init__(self, address: str, port: int, app, ssl_ctx: ssl.SSLContext | None = None, workers: int = 2,
+                 timeout_s: float = SCRAPE_TIMEOUT_S) -> None:
+        self.address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        self.ssl_ctx, self.timeout_s = ssl_ctx, timeout_s
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="metrics")
+        super().__init__((address, port), _QuietHandler)
+        self.set_app(app)
+
+    def process_request(self, request, client_address) -> None:
+        self.pool.submit(self._serve_one, request, client_address)
+
+    def _serve_one(self, request, client_address) -> None:
+        try:
+            request.settimeout(self.timeout_s)
+            if self.ssl_ctx is not None:
+                request = self.ssl_ctx.wrap_socket(request, server_side=True)
+            self.finish_request(request, client_address)
+        except OSError as e:            # a failed handshake (no cell certificate), a timeout, a hang-up
+            log.debug("metrics: %s: %s", client_address[0], e)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def server_tls(files: "TlsFiles") -> ssl.SSLContext:
+    """HTTPS with the agent's certificate, for clients with a certificate of the same CA only."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(files.cert, files.key)
+    ctx.load_verify_locations(cafile=files.ca)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
 class Exporter:
     """``/metrics`` of one agent process on ADDRESS:PORT (port 0: an ephemeral port), with its own
     registry: the process collector and the agents' collectors."""
@@ -231,7 +283,7 @@ class Exporter:
         for c in collectors:
             self.registry.register(c)
         self.port = 0
-        self._server = None
+        self._server: MetricsServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -243,12 +295,11 @@ class Exporter:
     def start(self) -> int:
         """Bind and serve in a daemon thread; returns the bound port. With TLS files: HTTPS, and
         only clients with a certificate of the cell CA may scrape."""
-        t = self.tls
-        self._server, self._thread = start_http_server(
-            self.requested_port, addr=self.address, registry=self.registry,
-            certfile=t.cert if t else None, keyfile=t.key if t else None, client_cafile=t.ca if t else None,
-            client_auth_required=t is not None)
+        self._server = MetricsServer(self.address, self.requested_port, make_wsgi_app(self.registry),
+                                     server_tls(self.tls) if self.tls is not None else None)
         self.port = self._server.server_port
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-http", daemon=True)
+        self._thread.start()
         log.info("metrics on %s", self.url)
         return self.port
 

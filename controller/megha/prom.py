@@ -108,8 +108,10 @@ def lm_families(name: str, lm: "LocalMaster") -> list:
     if c is not None:
         out += [gauge("cellbed_lm_hosts", "Hosts in the LM's cluster", labels, len(c.hosts)),
                 gauge("cellbed_lm_tasks", "Tasks in the LM's table", labels, len(c.tasks)),
-                gauge("cellbed_lm_cpu_capacity_cores", "CPU capacity of the LM's hosts", labels, float(c.total_cpu.sum())),
-                gauge("cellbed_lm_cpu_allocated_cores", "CPU requested by the LM's tasks", labels, float(c.used_cpu.sum())),
+                gauge("cellbed_lm_cpu_capacity_cores", "CPU capacity of the LM's hosts", labels,
+                      float(c.total_cpu.sum())),
+                gauge("cellbed_lm_cpu_allocated_cores", "CPU requested by the LM's tasks", labels,
+                      float(c.used_cpu.sum())),
                 gauge("cellbed_lm_memory_capacity_bytes", "Memory capacity of the LM's hosts", labels,
                       float(c.total_mem.sum()) * MIB),
                 gauge("cellbed_lm_memory_allocated_bytes", "Memory requested by the LM's tasks", labels,

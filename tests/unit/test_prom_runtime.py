@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import socket
 import ssl
 import threading
 import urllib.error
@@ -186,5 +187,24 @@ def test_with_the_cell_cas_files_the_exporter_serves_https_to_cell_certificates_
         with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
             urllib.request.urlopen(ex.url, timeout=10, context=anonymous).read()
     finally:
+        ex.stop()
+    assert "cellbed_test_calls" in body
+
+
+def test_a_silent_client_does_not_stall_the_tls_exporter(tmp_path):
+    """A client that connects and never starts its handshake holds one worker, not the server:
+    a scrape with a cell certificate still gets its answer."""
+    ca = CellCA.create(tmp_path / "ca", "pm")
+    server = ca.issue(Identity("pm", Role.NODE, "h1"), addresses=["127.0.0.1"])
+    client = ca.issue(Identity("pm", Role.ADMIN, "prometheus"))
+    ex = prom.Exporter("127.0.0.1", 0, [Counting()], tls=server, process=False)
+    ex.start()
+    silent = socket.create_connection(("127.0.0.1", ex.port))
+    try:
+        ctx = ssl.create_default_context(cafile=ca.cert_file)
+        ctx.load_cert_chain(client.cert, client.key)
+        body = urllib.request.urlopen(ex.url, timeout=10, context=ctx).read().decode()
+    finally:
+        silent.close()
         ex.stop()
     assert "cellbed_test_calls" in body

@@ -18,7 +18,8 @@ def test_targets_are_recorded_and_written_in_the_file_sd_format(tmp_path):
     prom_sd.add_target(state, "node", "10.231.15.11", prom_sd.NODE_METRICS_PORT, host="h1", cell="pm")
     prom_sd.add_target(state, "node", "10.231.15.12", prom_sd.NODE_METRICS_PORT, host="h2", cell="pm")
     prom_sd.add_target(state, "broker", "10.231.15.1", prom_sd.BROKER_METRICS_PORT, agent="ba1", cell="pm")
-    state["metrics_targets"].append({"job": "gm", "target": "10.231.15.1:9470", "labels": {"agent": "gm1", "cell": "pm"}})
+    state["metrics_targets"].append({"job": "gm", "target": "10.231.15.1:9470",
+                                     "labels": {"agent": "gm1", "cell": "pm"}})
     assert state["metrics_targets"][0] == {"job": "node", "target": "10.231.15.11:9464",
                                            "labels": {"host": "h1", "cell": "pm"}}
     path = prom_sd.write_file_sd(str(tmp_path), state["metrics_targets"], "https")
