@@ -13,11 +13,14 @@ from typing import Sequence
 from cellbed.domain import wire
 from cellbed.domain.errors import InvalidArgument
 from cellbed.domain.validate import (MAX_ATTR_TEXT, MAX_ATTRIBUTES, MAX_CONSTRAINTS, MAX_CORES, MAX_MIB, MAX_NAME,
-                                     MAX_TEXT, MIN_CAPACITY, bounded_list, bounded_str, enum_value, finite_in_range,
+                                     MIN_CAPACITY, bounded_list, bounded_str, enum_value, finite_in_range,
                                      timestamp)
 from cellbed.domain.vm import CPU_LOAD_RANGE, DIRTY_MIB_S_RANGE, MODEL_LIMITS, PRIORITY_RANGE
 from cellbed.v1 import common_pb2 as cpb, masb_pb2 as masbpb, node_pb2 as npb
 
+USE_SLACK = (2.0, 2.0, 2048.0)
+"""A VM's measured use is at most 2 × its vCPUs in cores and 2 × its memory + 2 GiB (QEMU's
+threads and its own memory, the TCG translation cache, come on top of the guest's)."""
 MAX_SYNC_ENTRIES = 1_000_000
 """Node reports in one SyncCache request (a broker's whole cache)."""
 MAX_VCPUS = MODEL_LIMITS.vcpus[1]
@@ -100,14 +103,21 @@ def migrate_vm(req: npb.MigrateVmRequest) -> None:
     enum_value("options.timeout_policy", req.options.timeout_policy, npb.TimeoutPolicy.DESCRIPTOR)
 
 
+def vm_use(cpu_field: str, cpu_cores: float, mem_field: str, mem_mib: float, s: npb.VmSpec) -> None:
+    """What a VM on its way in uses (counted on its destination while it moves): at most what
+    its spec can use, with room for QEMU's own threads and memory (USE_SLACK)."""
+    vcpus, mem = s.vcpus or 1, s.mem_mib or 128        # spec_from_pb's defaults
+    finite_in_range(cpu_field, cpu_cores, 0.0, USE_SLACK[0] * vcpus, "cores")
+    finite_in_range(mem_field, mem_mib, 0.0, USE_SLACK[1] * mem + USE_SLACK[2], "MiB")
+
+
 def prepare_incoming(req: npb.PrepareIncomingRequest) -> None:
     if not req.HasField("spec"):
         raise InvalidArgument("spec is required", reason="missing")
     vm_spec("spec", req.spec)
     name("src_host", req.src_host)
     name("migration_id", req.migration_id)
-    finite_in_range("cpu_used_cores", req.cpu_used_cores, 0.0, MAX_CORES, "cores")
-    finite_in_range("mem_used_mib", req.mem_used_mib, 0.0, MAX_MIB, "MiB")
+    vm_use("cpu_used_cores", req.cpu_used_cores, "mem_used_mib", req.mem_used_mib, req.spec)
 
 
 def finish_incoming(req: npb.FinishIncomingRequest) -> None:
@@ -159,6 +169,8 @@ def task_migration_process(req: masbpb.TaskMigrationProcessRequest) -> None:
     if not req.HasField("spec"):
         raise InvalidArgument("spec is required", reason="missing")
     vm_spec("spec", req.spec)
+    u = req.task.used                                   # reserved on this host while the task moves
+    vm_use("task.used.cpu_cores", u.cpu_cores, "task.used.mem_mib", u.mem_mib, req.spec)
 
 
 def get_candidate_nodes(req: masbpb.GetCandidateNodesRequest) -> None:
@@ -178,7 +190,3 @@ def sync_cache(req: masbpb.SyncCacheRequest, now: float, skew: float) -> None:
     bounded_list("entries", req.entries, MAX_SYNC_ENTRIES)
     for i, r in enumerate(req.entries):
         node_report(f"entries[{i}]", r, now, skew)
-
-
-def text(field: str, s: str) -> None:
-    bounded_str(field, s, MAX_TEXT)

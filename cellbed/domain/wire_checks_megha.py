@@ -3,8 +3,9 @@
 on a reply), must satisfy before an agent acts on it (issue 13, part 5). Pure, like
 ``wire_checks`` (whose helpers these use): InvalidArgument naming the first field out of range.
 
-Timestamps are checked against the receiver's clock *now* with its ``max_clock_skew_s``; a
-request's task must be placeable in some cell (the GM checks it against its own view as well).
+Timestamps are checked against the receiver's clock *now* with its ``max_clock_skew_s``. What
+needs the agent's state stays with the agent: a GM checks a task against its users and its view
+(the largest host, the attributes), an LM against its partitions and hosts.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from cellbed.domain import wire_checks as wc
 from cellbed.domain.errors import InvalidArgument
-from cellbed.domain.validate import (MAX_CORES, MAX_DURATION_S, MAX_MIB, MAX_MS, MAX_NAME, MAX_TEXT, bounded_list,
+from cellbed.domain.validate import (MAX_CORES, MAX_DURATION_S, MAX_MIB, MAX_MS, MAX_TEXT, bounded_list,
                                      bounded_str, enum_value, finite_in_range, positive, same_length, shown,
                                      timestamp)
 from cellbed.domain.vm import NAME_RE, PRIORITY_RANGE
@@ -31,13 +32,12 @@ MAX_GMS = 1024
 MAX_USERS = 100_000
 """Users with use on one LM."""
 MAX_EPOCH = 2 ** 31 - 1
-"""An LM's epoch: its state version is epoch << 32 | changes, a 63-bit number."""
-MAX_VERSION = 2 ** 63 - 1
+"""An LM's epoch: its state version is epoch << 32 plus its changes since, a 63-bit number."""
 
 
-def _ms(field: str, v: float, skew: float) -> None:
-    """A measured interval, ms: wall clocks may step back a little, so down to -skew."""
-    finite_in_range(field, v, -skew * 1000.0, MAX_MS, "ms")
+def _ms(field: str, v: float) -> None:
+    """A measured interval, ms: finite and ≥ 0 (an allocation record's parts are)."""
+    finite_in_range(field, v, 0.0, MAX_MS, "ms")
 
 
 def _names(field: str, xs: Sequence[str], limit: int) -> None:
@@ -79,7 +79,7 @@ def placement(field: str, p: meghapb.Placement) -> None:
 
 def timing(field: str, tm: meghapb.LmTiming, now: float, skew: float) -> None:
     for name in ("comm_in_ms", "queue_ms", "processing_ms", "comm_node_ms", "worker_queue_ms", "boot_ms"):
-        _ms(f"{field}.{name}", getattr(tm, name), skew)
+        _ms(f"{field}.{name}", getattr(tm, name))
     timestamp(f"{field}.start_unix_s", tm.start_unix_s, now, skew)
 
 
@@ -87,6 +87,8 @@ def task_event(field: str, ev: meghapb.TaskEvent, now: float, skew: float) -> No
     wc.name(f"{field}.name", ev.name)
     enum_value(f"{field}.kind", ev.kind, meghapb.TaskEventKind.DESCRIPTOR, unspecified=False)
     placement(f"{field}.placement", ev.placement)
+    if ev.kind == meghapb.TASK_EVENT_KIND_STARTED:       # a start makes an allocation record: on a host
+        wc.name(f"{field}.placement.host", ev.placement.host)
     timing(f"{field}.timing", ev.timing, now, skew)
     bounded_str(f"{field}.detail", ev.detail, MAX_TEXT)
     timestamp(f"{field}.unix_s", ev.unix_s, now, skew)
@@ -100,7 +102,10 @@ def lm_state(st: meghapb.LmState, now: float, skew: float) -> None:
     wc.name("lm", st.lm)
     wc.name("instance", st.instance, required=False)
     finite_in_range("epoch", st.epoch, 0, MAX_EPOCH)
-    finite_in_range("version", st.version, 0, MAX_VERSION)
+    lo, hi = st.epoch << 32, ((st.epoch + 1) << 32) - 1
+    if not lo <= st.version <= hi:      # an LM counts its changes from epoch << 32 (LocalMaster.start, takeover)
+        raise InvalidArgument(f"version={st.version} is out of range for epoch {st.epoch}: allowed {lo}..{hi} "
+                              "(epoch << 32 plus the changes since)", reason="out_of_range")
     timestamp("sent_unix_s", st.sent_unix_s, now, skew)
     wc.name("hosts_digest", st.hosts_digest, required=False)
     _names("gms", st.gms, MAX_GMS)
@@ -111,7 +116,7 @@ def lm_state(st: meghapb.LmState, now: float, skew: float) -> None:
         same_length("host_index", len(bounded_list("host_index", st.host_index, MAX_HOSTS)), "owner", n)
         if st.host_index and max(st.host_index) >= MAX_HOSTS:
             raise InvalidArgument(f"host_index has {max(st.host_index)}: allowed < {MAX_HOSTS}", reason="out_of_range")
-    if st.owner and max(st.owner) >= max(len(st.gms), 1):
+    if st.owner and max(st.owner) >= len(st.gms):
         raise InvalidArgument(f"owner has {max(st.owner)}: allowed an index into gms (< {len(st.gms)})",
                               reason="out_of_range")
     for field, hi in (("free_cpu_cores", MAX_CORES), ("free_mem_mib", MAX_MIB)):
@@ -217,14 +222,10 @@ def claim_task(req: meghapb.ClaimTaskRequest, now: float, skew: float) -> None:
     wc.name("worker", req.worker)
     wc.name("task", req.task)
     timestamp("sent_unix_s", req.sent_unix_s, now, skew)
-    _ms("worker_queue_ms", req.worker_queue_ms, skew)
-    _ms("probe_comm_ms", req.probe_comm_ms, skew)
+    _ms("worker_queue_ms", req.worker_queue_ms)
+    _ms("probe_comm_ms", req.probe_comm_ms)
 
 
 def report_start(req: meghapb.ReportStartRequest, now: float, skew: float) -> None:
     task_event("event", req.event, now, skew)
 
-
-__all__ = ["MAX_EVENTS", "MAX_TASKS", "MAX_HOSTS", "MAX_GMS", "MAX_USERS", "MAX_EPOCH", "MAX_VERSION", "MAX_NAME",
-           "claim_task", "find_tasks", "stop_task", "get_task", "lm_state", "placement_request", "probe", "replicate",
-           "report_start", "report_task_events", "submit", "task", "task_event", "task_record", "timing"]

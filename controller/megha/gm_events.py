@@ -67,8 +67,9 @@ class EventsMixin:
     def _started(self, gt: GmTask, ev: meghapb.TaskEvent) -> None:
         tm = ev.timing
         comm = (tm.comm_in_ms + tm.comm_node_ms) / 1000
-        start = tm.start_unix_s or ev.unix_s
         clk = gt.clk
+        # a start stamped before the arrival (the LM's clock behind this GM's) started at the arrival
+        start = max(tm.start_unix_s or ev.unix_s, clk.arrival)
         measured = clk.fq + clk.proc + clk.comm + clk.wq + (tm.queue_ms + tm.processing_ms + tm.worker_queue_ms) / 1000 + comm
         # Time no interval measured (a GM restart; event-loop delays on a real cell) was spent
         # waiting in the framework: it counts as framework queueing, so eq. 1 = eq. 2 exactly.

@@ -96,7 +96,7 @@ class ViewMixin:
         """An LM's periodic state (the MQTT handler). One that fails the checks is dropped, and
         counted under ``states_dropped_<reason>`` (by _apply)."""
         if st.lm not in self.view.lms:
-            self.counters["states_unknown_lm"] += 1
+            self.counters["states_dropped_unknown_lm"] += 1
             return
         self.counters["states_received"] += 1
         self._apply(st.lm, st)

@@ -342,7 +342,8 @@ class SamplingScheduler:
             self.counters["start_failures"] += 1
             return
         tm = ev.timing
-        rec = record(task.name, task.user, self.frontend, clk, tm.start_unix_s, ev.placement.host,
+        start = max(tm.start_unix_s, clk.arrival)   # a worker's clock behind the scheduler's: at the arrival
+        rec = record(task.name, task.user, self.frontend, clk, start, ev.placement.host,
                      lm_proc=tm.processing_ms / 1000, comm=(tm.comm_in_ms + tm.comm_node_ms) / 1000,
                      wq=tm.worker_queue_ms / 1000, boot=tm.boot_ms / 1000)
         self.records.append(rec)
@@ -359,7 +360,13 @@ class SamplingWorkerServicer(meghapbg.SamplingWorkerServicer):
 
     @handles_errors
     async def Probe(self, request, context):
-        check.probe(request, self.agent.clock.now(), MAX_CLOCK_SKEW_S)
+        a = self.agent
+        check.probe(request, a.clock.now(), MAX_CLOCK_SKEW_S)
+        r = request.request
+        if r.cpu_cores > a.cap_cpu + EPS or r.mem_mib > a.cap_mem + EPS:   # it could never start: the queue
+            raise errors.InvalidArgument(                                  # would stop at it for good
+                f"request=({r.cpu_cores:g} cores, {r.mem_mib:g} MiB) is out of range: allowed up to this worker's "
+                f"capacity ({a.cap_cpu:g} cores, {a.cap_mem:g} MiB)", reason="out_of_range")
         return meghapb.ProbeResponse(queue_length=self.agent.probe(request))
 
 
