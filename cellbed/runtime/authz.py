@@ -49,9 +49,10 @@ class Security:
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
 
     def server(self) -> grpc.aio.Server:
-        """An asyncio server with the message limits and, under mTLS, the authorisation interceptor."""
-        icpt = [] if self.is_insecure else [Authorizer(self.cell)]
-        return grpc.aio.server(interceptors=icpt, options=self.channel_options())
+        """An asyncio server with the message limits and the boundary interceptor (undecodable
+        requests refused; under mTLS, the authorisation table enforced)."""
+        return grpc.aio.server(interceptors=[Boundary(self.cell, authorize=not self.is_insecure)],
+                               options=self.channel_options())
 
     def add_port(self, server: grpc.aio.Server, address: str) -> int:
         if self.tls is None:
@@ -117,14 +118,42 @@ def _identity(uri: bytes) -> Identity | None:
         return None
 
 
-class Authorizer(grpc.aio.ServerInterceptor):
-    """Checks every call against the authorisation table; a refusal is PERMISSION_DENIED naming
-    the role that is needed. The handler is wrapped, because the caller's certificate is known
-    only in the call's context."""
+@dataclasses.dataclass(frozen=True)
+class Undecodable:
+    """What a request's deserializer yields for bytes that are not a valid message: the handler
+    answers INVALID_ARGUMENT instead of gRPC's UNKNOWN, and the servicer never sees it."""
 
-    def __init__(self, cell: str) -> None:
+    type_name: str
+    error: str
+
+    def text(self) -> str:
+        return f"request: not a valid {self.type_name} message ({self.error[:200]})"
+
+
+def _safe(deserialize):
+    if deserialize is None:
+        return None
+    owner = getattr(deserialize, "__self__", None)
+    type_name = getattr(owner, "__name__", "protobuf")
+
+    def d(data: bytes):
+        try:
+            return deserialize(data)
+        except Exception as e:   # DecodeError, or invalid UTF-8 in a string field
+            return Undecodable(type_name, f"{type(e).__name__}: {e}")
+    return d
+
+
+class Boundary(grpc.aio.ServerInterceptor):
+    """Every call's first checks, before its servicer: a request that does not decode is
+    INVALID_ARGUMENT; and, with *authorize*, the caller must be allowed by the authorisation table
+    (a refusal is PERMISSION_DENIED naming the role that is needed). The handler is wrapped,
+    because the caller's certificate is known only in the call's context."""
+
+    def __init__(self, cell: str, authorize: bool = True) -> None:
         self.cell = cell
-        self.denied = 0
+        self.enforce = authorize
+        self.denied = self.undecodable = 0
         self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(self, continuation: Callable[..., Awaitable[grpc.RpcMethodHandler]],
@@ -141,35 +170,45 @@ class Authorizer(grpc.aio.ServerInterceptor):
 
     def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
 
-        async def check(context) -> None:
-            d = authorize(method, peer_identity(context), self.cell)
-            if not d.allowed:
-                self.denied += 1
-                log.info("denied %s", d.reason)
-                await context.abort(grpc.StatusCode.PERMISSION_DENIED, d.reason)
+        async def check(context, request=None) -> None:
+            if self.enforce:
+                d = authorize(method, peer_identity(context), self.cell)
+                if not d.allowed:
+                    self.denied += 1
+                    log.info("denied %s", d.reason)
+                    await context.abort(grpc.StatusCode.PERMISSION_DENIED, d.reason)
+            if isinstance(request, Undecodable):
+                self.undecodable += 1
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.text())
 
+        async def checked(requests, context):
+            async for r in _aiter(requests):
+                await check(context, r)
+                yield r
+
+        des, ser = _safe(handler.request_deserializer), handler.response_serializer
         if handler.unary_unary:
             async def uu(request, context):
-                await check(context)
+                await check(context, request)
                 return await handler.unary_unary(request, context)
-            return grpc.unary_unary_rpc_method_handler(uu, handler.request_deserializer, handler.response_serializer)
+            return grpc.unary_unary_rpc_method_handler(uu, des, ser)
         if handler.unary_stream:
             async def us(request, context):
-                await check(context)
+                await check(context, request)
                 async for r in _aiter(handler.unary_stream(request, context)):
                     yield r
-            return grpc.unary_stream_rpc_method_handler(us, handler.request_deserializer, handler.response_serializer)
+            return grpc.unary_stream_rpc_method_handler(us, des, ser)
         if handler.stream_unary:
             async def su(requests, context):
                 await check(context)
-                return await handler.stream_unary(requests, context)
-            return grpc.stream_unary_rpc_method_handler(su, handler.request_deserializer, handler.response_serializer)
+                return await handler.stream_unary(checked(requests, context), context)
+            return grpc.stream_unary_rpc_method_handler(su, des, ser)
 
         async def ss(requests, context):
             await check(context)
-            async for r in _aiter(handler.stream_stream(requests, context)):
+            async for r in _aiter(handler.stream_stream(checked(requests, context), context)):
                 yield r
-        return grpc.stream_stream_rpc_method_handler(ss, handler.request_deserializer, handler.response_serializer)
+        return grpc.stream_stream_rpc_method_handler(ss, des, ser)
 
 
 async def _aiter(res):

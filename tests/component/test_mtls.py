@@ -128,3 +128,30 @@ async def test_plaintext_only_by_choice_and_then_loud(caplog):
             assert r.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         await srv.stop(grace=None)
+
+
+@pytest.mark.parametrize("secure", [True, False])
+async def test_undecodable_request_is_invalid_argument_not_unknown(pki, secure):
+    ca, files = pki
+    srv_sec = Security.mtls("c1", files[Role.NODE]) if secure else Security.insecure("c1")
+    srv, port, health = rpc.create_server("127.0.0.1:0", [(npbg.add_NodeAgentServicer_to_server,
+                                                           npbg.NodeAgentServicer(), SERVICE)], security=srv_sec)
+    await srv.start()
+    cli = Security.mtls("c1", files[Role.ADMIN]) if secure else Security.insecure("c1")
+    try:
+        async with cli.channel(f"127.0.0.1:{port}") as ch:
+            raw = ch.unary_unary(f"/{SERVICE}/ListVms", request_serializer=lambda b: b,
+                                 response_deserializer=lambda b: b)
+            # a truncated varint; invalid UTF-8 in StopVmRequest.name (a string field)
+            for method, garbage in (("ListVms", b"\xff\xff\xff"), ("StopVm", b"\x0a\x04\xc3\x28\xc3\x28")):
+                call = ch.unary_unary(f"/{SERVICE}/{method}", request_serializer=lambda b: b,
+                                      response_deserializer=lambda b: b)
+                with pytest.raises(grpc.aio.AioRpcError) as e:
+                    await call(garbage, timeout=10)
+                assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+                assert f"{method}Request" in e.value.details()
+            with pytest.raises(grpc.aio.AioRpcError) as e:      # a good request still reaches the servicer
+                await raw(npb.ListVmsRequest().SerializeToString(), timeout=10)
+            assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    finally:
+        await srv.stop(grace=None)
