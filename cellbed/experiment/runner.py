@@ -282,14 +282,23 @@ def driver_for(sc: Scenario):
     return f(sc)
 
 
-def _sigterm_unwinds():
-    """In the main thread: make SIGTERM raise KeyboardInterrupt, so a stopped run unwinds (a real cell
-    comes down, events.jsonl gets run_failed). Returns the previous handler (None off the main thread)."""
+def _sigterm_unwinds(w: ResultsWriter, model: bool):
+    """In the main thread, on SIGTERM (returns the previous handler; None off the main thread):
+    - a real cell unwinds: KeyboardInterrupt, so the cell comes down and events.jsonl gets
+      run_failed;
+    - a model cell holds nothing outside this process, so it does not unwind its agents (137k
+      tasks took minutes): run_failed is written and the process exits at once, 128 + 15."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def on_term(signum, frame):  # noqa: ARG001
-        raise KeyboardInterrupt(f"signal {signum}")
+        if not model:
+            raise KeyboardInterrupt(f"signal {signum}")
+        _failed(w, KeyboardInterrupt(f"signal {signum}: the model cell was stopped without unwinding its agents "
+                                     "(it holds nothing outside this process)"))
+        sys.stderr.write(f"\ncellctl run: stopped by signal {signum}; {w.path} ends with run_failed\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)
     prev = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, on_term)
     return prev
@@ -324,7 +333,7 @@ def run_scenario(sc: Scenario, out: str | Path, *, progress: TextIO | None = sys
                               stages=drv.stages(), extra=drv.extra())
     bar = Progress(progress, sc.run.duration_s, sc.run.name)
     w = ResultsWriter(out, manifest, overwrite=overwrite)
-    prev = _sigterm_unwinds()
+    prev = _sigterm_unwinds(w, isinstance(drv, ModelDriver))
     try:
         w.event(0.0, "run_started", name=sc.run.name, driver=drv.kind, cell=sc.cell.kind,
                 frontend=sc.policy.frontend, duration_s=sc.run.duration_s, seed=sc.run.seed, pid=os.getpid())
