@@ -39,32 +39,29 @@ def int_in(lo: int, hi: int, unit: str = "") -> Conv:
     return conv
 
 
-def float_in(lo: float, hi: float, unit: str = "") -> Conv:
-    """A finite number in [lo, hi] (NaN and infinities are refused)."""
+def float_in(lo: float, hi: float, unit: str = "", also: str = "") -> Conv:
+    """A finite number in [lo, hi] (NaN and infinities are refused); *also* names what else the
+    flag takes, for the message."""
+    allowed = _range_text(lo, hi, unit) + (f" {also}" if also else "")
+
     def conv(text: str) -> float:
         try:
             v = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{_range_text(lo, hi, unit)} (a number), got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"{allowed} (a number), got {text!r}") from None
         if not math.isfinite(v) or not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{_range_text(lo, hi, unit)}, got {text}")
+            raise argparse.ArgumentTypeError(f"{allowed}, got {text}")
         return v
     conv.__name__ = "number"
     return conv
 
 
+_dirty_mib_s = float_in(*vmdom.DIRTY_MIB_S_RANGE, "MiB/s", also="or max")
+
+
 def dirty_rate(text: str) -> float:
     """MiB/s in the guest's range, or ``max`` (as fast as the guest can), returned as math.inf."""
-    if text.strip().lower() == "max":
-        return math.inf
-    lo, hi = vmdom.DIRTY_MIB_S_RANGE
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{_range_text(lo, hi, 'MiB/s')} or max, got {text!r}") from None
-    if not math.isfinite(v) or not lo <= v <= hi:
-        raise argparse.ArgumentTypeError(f"{_range_text(lo, hi, 'MiB/s')} or max, got {text}")
-    return v
+    return math.inf if text.strip().lower() == "max" else _dirty_mib_s(text)
 
 
 dirty_rate.__name__ = "dirty rate"
