@@ -7,12 +7,17 @@
         start a guest on the source, wait for its heartbeat, live-migrate it to the destination
         (MigrateVm), stop it, and print the MigrationRecord; exit 1 unless it SUCCEEDED.
 Prints one JSON object on stdout.
+
+With $CELLBED_TLS_CA, $CELLBED_TLS_CERT and $CELLBED_TLS_KEY (the cell's admin certificate, as
+cellctl takes it) every call is mutual TLS; without them, plaintext (an insecure cell). `health`
+also says which daemons run insecure (their health service cellbed.insecure is SERVING).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -20,10 +25,21 @@ import grpc
 from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cellbed.runtime.authz import INSECURE_HEALTH_SERVICE, Security
 from cellbed.runtime.client import NodeClient
+from cellbed.runtime.pki import TlsFiles
 from cellbed.v1 import node_pb2 as npb
 
 SERVICE = "cellbed.v1.NodeAgent"
+TLS_ENV = ("CELLBED_TLS_CA", "CELLBED_TLS_CERT", "CELLBED_TLS_KEY")
+
+
+def security() -> Security:
+    """The admin's mTLS identity from the environment, or plaintext when none is given."""
+    files = [os.environ.get(k, "") for k in TLS_ENV]
+    if any(files) and not all(files):
+        raise SystemExit(f"give all of {', '.join(TLS_ENV)} or none")
+    return Security.mtls("", TlsFiles(*files)) if all(files) else Security.insecure("")
 
 
 def parse_target(s: str) -> tuple[str, str]:
@@ -33,23 +49,34 @@ def parse_target(s: str) -> tuple[str, str]:
     return name, target
 
 
+async def _status(stub, service: str) -> str:
+    try:
+        r = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+    except grpc.aio.AioRpcError as e:
+        if e.code() == grpc.StatusCode.NOT_FOUND:
+            return "NOT_FOUND"
+        raise
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(r.status)
+
+
 async def health(targets: list[str]) -> int:
-    out = {}
+    out, insecure, sec = {}, [], security()
     for name, target in map(parse_target, targets):
         try:
-            async with grpc.aio.insecure_channel(target) as ch:
-                r = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=SERVICE),
-                                                               timeout=10)
-                out[name] = health_pb2.HealthCheckResponse.ServingStatus.Name(r.status)
+            async with sec.channel(target) as ch:
+                stub = health_pb2_grpc.HealthStub(ch)
+                out[name] = await _status(stub, SERVICE)
+                if await _status(stub, INSECURE_HEALTH_SERVICE) == "SERVING":
+                    insecure.append(name)
         except grpc.aio.AioRpcError as e:
             out[name] = f"UNREACHABLE ({e.code().name}: {e.details()})"
-    print(json.dumps({"health": out}))
+    print(json.dumps({"health": out, "insecure": insecure}))
     return 0 if all(v == "SERVING" for v in out.values()) else 1
 
 
 async def migrate(src: str, dst: str, vm: str, mem_mib: int, timeout_s: float, peers: str) -> int:
     src_name, src_target = parse_target(src)
-    async with NodeClient(src_target, src_name) as c:
+    async with NodeClient(src_target, src_name, security()) as c:
         w = npb.Workload(cpu_load=0.1, wss_mib=min(32, mem_mib - 80), dirty_mib_s=4)
         t0 = time.monotonic()
         await c.call("StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=vm, mem_mib=mem_mib, vcpus=1, workload=w)),
@@ -83,7 +110,7 @@ async def stop_anywhere(src: NodeClient, vm: str, dst: str, peers_file: str) -> 
     with open(peers_file) as f:
         d = json.load(f)["hosts"].get(dst)
     if d:
-        async with NodeClient(f"{d['address']}:{d['grpc_port']}", dst) as c:
+        async with NodeClient(f"{d['address']}:{d['grpc_port']}", dst, security()) as c:
             if vm in {v.spec.name for v in (await c.call("ListVms", npb.ListVmsRequest())).vms}:
                 await c.call("StopVm", npb.StopVmRequest(name=vm), timeout=60)
 

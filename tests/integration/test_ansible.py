@@ -1,27 +1,36 @@
 """ansible/ against two namespace hosts reached over SSH (cellctl cell up --ssh --bare), exactly
 as against lab servers: bad input fails early and named; site.yml converges and a second run
-changes nothing; verify.yml sees every daemon SERVING and live-migrates a guest; teardown.yml
-leaves nothing the roles created (issue 6).
+changes nothing; the cell is secure by default (issue 13): the node daemons and mosquitto take
+only clients with a certificate of the cell's CA, and the admin's certificate reads the nodes'
+state over MQTT; verify.yml sees every daemon SERVING and live-migrates a guest over TLS;
+teardown.yml leaves nothing the roles created (issue 6).
 
 The tests run in file order on one cell; each prints its figures."""
+import asyncio
 import json
 import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
 
+import aiomqtt
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cellbed.cell.accel import probe
 from cellbed.cell import cell as cellmod
+from cellbed.cell.mqtt_conf import MQTT_PLAIN_PORT, MQTT_TLS_PORT
 from cellbed.cell.ssh import inventory as make_inventory, inventory_yaml
+from cellbed.domain.identity import Identity, Role
+from cellbed.runtime.authz import INSECURE_HEALTH_SERVICE, Security, mqtt_tls
 from cellbed.runtime.cgroups import HostCgroup
 from cellbed.runtime.client import NodeClient
+from cellbed.runtime.pki import CellCA, TlsFiles
 from cellbed.v1 import node_pb2 as npb
 from tests.conftest import wait_until
 from tests.integration.conftest import REPO, _can_run_cells
@@ -68,7 +77,8 @@ class Ansible:
         self.env = {**os.environ, "ANSIBLE_SSH_CONTROL_PATH_DIR": os.path.join(tmp, "cp"),
                     "ANSIBLE_LOCAL_TEMP": os.path.join(tmp, "local"), "ANSIBLE_NOCOLOR": "1",
                     "ANSIBLE_FORCE_COLOR": "0", "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-        self.extra = {"cellbed_source_dir": source,
+        self.pki = os.path.join(tmp, "pki")       # the cell's CA and certificates, on the controller
+        self.extra = {"cellbed_source_dir": source, "cellbed_pki_dir": self.pki,
                       "cellbed_controller_wheelhouse": os.path.join(REPO, "build", "wheelhouse"),
                       "cellbed_controller_guest_dir": os.path.join(REPO, "build", "guest")}
         self.timings: dict[str, float] = {}
@@ -84,6 +94,11 @@ class Ansible:
         if check and r.returncode != 0:
             pytest.fail(f"ansible-playbook {playbook} failed ({r.returncode}):\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}")
         return r
+
+    def admin(self) -> Security:
+        """The admin's certificate that site.yml made on the controller (roles/cellbed/tasks/pki_admin.yml)."""
+        return Security.mtls(CELL, TlsFiles(*(os.path.join(self.pki, f) for f in
+                                              ("ca.crt", "admin-admin.crt", "admin-admin.key"))))
 
     def ssh(self, host: str, command: str) -> str:
         r = subprocess.run(["ssh", "-F", self.st["ssh"]["config"], "-o", "ControlMaster=no", host, command],
@@ -177,10 +192,69 @@ def test_site_converges_and_a_second_run_changes_nothing(ans):
           f" second run {ans.timings['site-2']} s (changed 0)")
 
 
-def _health(target: str) -> int:
-    with grpc.insecure_channel(target) as ch:
-        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="cellbed.v1.NodeAgent"),
-                                                    timeout=10).status
+def _health(target: str, channel: grpc.Channel, service: str = "cellbed.v1.NodeAgent") -> int:
+    with channel as ch:
+        return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
+
+
+def _refused(target: str, channel: grpc.Channel) -> grpc.StatusCode | None:
+    """The status of a health call that the server refuses (None if it answers)."""
+    try:
+        _health(target, channel)
+    except grpc.RpcError as e:
+        return e.code()
+    return None
+
+
+async def _mqtt_refused(host: str, port: int, tls) -> bool:
+    try:
+        async with aiomqtt.Client(host, port, timeout=5, tls_params=tls):
+            return False
+    except (aiomqtt.MqttError, ssl.SSLError, OSError):
+        return True
+
+
+async def test_the_cell_takes_only_clients_with_a_certificate_of_its_ca(ans):
+    hosts = ans.st["hosts"]
+    admin = ans.admin()
+    rogue = CellCA.create(os.path.join(ans.tmp, "rogue"), CELL)      # the right identity, another CA
+    rogue_admin = Security.mtls(CELL, rogue.issue(Identity(CELL, Role.ADMIN, "admin")))
+    for name, h in hosts.items():
+        target = f"{h['address']}:50051"
+        assert _refused(target, grpc.insecure_channel(target)) == grpc.StatusCode.UNAVAILABLE, name
+        no_cert = grpc.ssl_channel_credentials(root_certificates=admin.tls.read()[0])
+        assert _refused(target, grpc.secure_channel(target, no_cert)) == grpc.StatusCode.UNAVAILABLE, name
+        assert _refused(target, rogue_admin.sync_channel(target)) == grpc.StatusCode.UNAVAILABLE, name
+        assert _health(target, admin.sync_channel(target)) == health_pb2.HealthCheckResponse.SERVING, name
+        with pytest.raises(grpc.RpcError) as e:             # a secure daemon does not report itself insecure
+            _health(target, admin.sync_channel(target), INSECURE_HEALTH_SERVICE)
+        assert e.value.code() == grpc.StatusCode.NOT_FOUND, name
+        # On the host: its own certificates only, in a folder for root alone.
+        got = ans.ssh(name, "stat -c '%a %U %n' /etc/cellbed/pki /etc/cellbed/pki/*").split("\n")
+        assert sorted(filter(None, got)) == sorted([
+            "700 root /etc/cellbed/pki", "644 root /etc/cellbed/pki/ca.crt",
+            f"644 root /etc/cellbed/pki/node-{name}.crt", f"600 root /etc/cellbed/pki/node-{name}.key"]), got
+    # mosquitto (on h1): TLS with a certificate of the cell's CA only, and the ACL lets the nodes publish
+    # their state, which the admin reads.
+    mqtt = hosts["h1"]["address"]
+    assert await _mqtt_refused(mqtt, MQTT_PLAIN_PORT, None)
+    assert await _mqtt_refused(mqtt, MQTT_TLS_PORT, None)
+    assert await _mqtt_refused(mqtt, MQTT_TLS_PORT, mqtt_tls(rogue_admin))
+    seen: set[str] = set()
+    async with aiomqtt.Client(mqtt, MQTT_TLS_PORT, timeout=10, tls_params=mqtt_tls(admin)) as client:
+        await client.subscribe(f"cellbed/{CELL}/node/+/state")
+
+        async def both_nodes():
+            async for m in client.messages:
+                seen.add(json.loads(m.payload)["host"])
+                if seen == set(hosts):
+                    return
+        await asyncio.wait_for(both_nodes(), 60)
+    got = ans.ssh("h1", "stat -c '%a %U %G %n' /etc/mosquitto/cellbed /etc/mosquitto/cellbed/*").split("\n")
+    assert sorted(filter(None, got)) == sorted([
+        "750 root mosquitto /etc/mosquitto/cellbed", "640 root mosquitto /etc/mosquitto/cellbed/acl",
+        "640 root mosquitto /etc/mosquitto/cellbed/ca.crt", "640 root mosquitto /etc/mosquitto/cellbed/server.crt",
+        "640 root mosquitto /etc/mosquitto/cellbed/server.key"]), got
 
 
 async def test_verify_sees_every_daemon_serving_and_a_verified_live_migration(ans):
@@ -193,17 +267,20 @@ async def test_verify_sees_every_daemon_serving_and_a_verified_live_migration(an
     assert (rec["src"], rec["dst"], rec["vm"]) == ("h1", "h2", "verify-vm")
     assert int(rec["heartbeat_after"]) > int(rec["heartbeat_before"]) and int(rec["integrity_bad"]) == 0
     assert int(rec["data_total_bytes"]) > 0 and rec["downtime_ms"] > 0
-    # Independently of verify.yml: the daemons the roles started answer here, and h1 keeps the record.
-    hosts = ans.st["hosts"]
+    assert rec["tls"] is True                   # the migration data went over TLS, not only libvirt's connection
+    # Independently of verify.yml: the daemons the roles started answer the admin here, and h1
+    # keeps the record.
+    hosts, admin = ans.st["hosts"], ans.admin()
     for h in hosts.values():
-        assert _health(f"{h['address']}:50051") == health_pb2.HealthCheckResponse.SERVING
-    async with NodeClient(f"{hosts['h1']['address']}:50051", "h1") as c:
+        target = f"{h['address']}:50051"
+        assert _health(target, admin.sync_channel(target)) == health_pb2.HealthCheckResponse.SERVING
+    async with NodeClient(f"{hosts['h1']['address']}:50051", "h1", admin) as c:
         hist = (await c.call("ListMigrations", npb.ListMigrationsRequest())).records
-    assert [r.outcome for r in hist if r.id == rec["id"]] == [npb.MIGRATION_OUTCOME_SUCCEEDED]
+    assert [(r.outcome, r.tls) for r in hist if r.id == rec["id"]] == [(npb.MIGRATION_OUTCOME_SUCCEEDED, True)]
     for h in ("h1", "h2"):    # verify.yml stopped its guest
-        async with NodeClient(f"{hosts[h]['address']}:50051", h) as c:
+        async with NodeClient(f"{hosts[h]['address']}:50051", h, admin) as c:
             assert not (await c.call("ListVms", npb.ListVmsRequest())).vms
-    print(f"\nverify.yml {ans.timings['verify']} s; migration h1->h2 of a 128 MiB guest: "
+    print(f"\nverify.yml {ans.timings['verify']} s; migration h1->h2 of a 128 MiB guest over TLS: "
           f"elapsed {rec['time_elapsed_ms']:.0f} ms, downtime {rec['downtime_ms']:.0f} ms, "
           f"{int(rec['data_total_bytes']) / 2**20:.1f} MiB, {rec['memory_iteration']} iterations, "
           f"wall {rec['wall_ms']:.0f} ms, heartbeat {rec['heartbeat_before']}->{rec['heartbeat_after']}, "
@@ -218,7 +295,7 @@ def _cmdline(pid: int) -> str:
         return "(gone)"
 
 
-def _refused(address: str, port: int) -> bool:
+def _port_closed(address: str, port: int) -> bool:
     try:
         with socket.create_connection((address, port), timeout=2):
             return False
@@ -244,8 +321,8 @@ async def test_teardown_leaves_no_service_config_or_process(ans, state_root):
         except pytest.fail.Exception:
             pytest.fail(f"{name}: left in its cgroup: " + repr({p: _cmdline(p) for p in cg.pids() - {sshd}}))
         # Services: nothing listens on gRPC, libvirt or MQTT ports any more.
-        for port in (50051, 16509, 16514, 1883):
-            assert _refused(h["address"], port), (name, port)
+        for port in (50051, 16509, 16514, MQTT_PLAIN_PORT, MQTT_TLS_PORT):
+            assert _port_closed(h["address"], port), (name, port)
         # Files: the private overlays hold what they held before site.yml, plus sshd's login
         # records, plus folders that also exist on the box (an overlay keeps a copied-up folder).
         after = ans.private_files(name)

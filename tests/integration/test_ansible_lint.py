@@ -82,3 +82,39 @@ def test_controller_pki_names_the_host_addresses_and_the_libvirt_role_copies_the
     assert src == {"ca": "a", "cert": "c", "key": "k"}
     assert _role_vars("libvirt_host", "libvirt_host_transport", cellbed_tls=False).strip() == "tcp"
     assert _role_vars("libvirt_host", "libvirt_host_transport").strip() == "tls"
+
+
+LAB_CONTROLLER = {"cell": "lab", "mqtt_host": "192.0.2.5", "agents": {"gm1": "192.0.2.5:50071", "lm1a": "192.0.2.5:50081"},
+                  "hosts": {"node1": "192.0.2.11:50051"}, "gm": [{"name": "gm1"}],
+                  "lm": [{"name": "lm1", "instances": ["lm1a"], "hosts": ["node1"]}]}
+
+
+def test_every_controller_agent_runs_as_its_own_process_with_its_certificate():
+    svc = _role_vars("cellbed", "__cellbed_controller_services", cellbed_controller_enabled=True,
+                     cellbed_controller_config=LAB_CONTROLLER)
+    assert [(s["name"], s["command"].split(" ", 1)[1]) for s in svc] == [
+        ("cellbed-controller-gm1", "--config /etc/cellbed/controller-gm1.toml --only gm1"),
+        ("cellbed-controller-lm1a", "--config /etc/cellbed/controller-lm1a.toml --only lm1a")]
+    assert [s["config"]["metrics_port"] for s in svc] == [9466, 9467]          # one port per process
+    assert all(s["config"]["tls_cert"] == "/etc/cellbed/pki/{role}-{agent}.crt" and s["config"]["mqtt_port"] == 8883
+               and "insecure" not in s["config"] for s in svc)
+    plain = _role_vars("cellbed", "__cellbed_controller_services", cellbed_controller_enabled=True,
+                       cellbed_controller_config=LAB_CONTROLLER, cellbed_tls=False)
+    assert all(s["config"]["insecure"] is True and "tls_cert" not in s["config"] and s["config"]["mqtt_port"] == 1883
+               for s in plain)
+
+
+def test_pki_issues_one_certificate_per_identity_of_the_host():
+    # one host (localhost) that is a node, a broker, the controller and the mosquitto host
+    ids = _role_vars("cellbed", "__cellbed_tls_identities", cellbed_node_enabled=True, cellbed_broker_enabled=True,
+                     cellbed_controller_enabled=True, cellbed_node_address="192.0.2.5",
+                     cellbed_controller_config=LAB_CONTROLLER, cellbed_mqtt_group="all")
+    assert [(i["role"], i["name"], i["addresses"]) for i in ids] == [
+        ("node", "localhost", ["192.0.2.5"]), ("broker", "localhost", ["192.0.2.5"]), ("gm", "gm1", ["192.0.2.5"]),
+        ("lm", "lm1a", ["192.0.2.5"]), ("server", "mqtt", ["192.0.2.5"])]
+    # insecure cell: only the node's, for libvirt over TLS when the lab keeps it
+    assert _role_vars("cellbed", "__cellbed_tls_identities", cellbed_node_enabled=True, cellbed_tls=False,
+                      cellbed_node_address="192.0.2.5") == []
+    got = _role_vars("cellbed", "__cellbed_tls_identities", cellbed_node_enabled=True, cellbed_tls=False,
+                     cellbed_node_address="192.0.2.5", libvirt_host_transport="tls")
+    assert [i["role"] for i in got] == ["node"]

@@ -1,5 +1,7 @@
-"""Pure parts of ansible/: the node config template against NodeConfig, the role layout
-(geerlingguy style), the package lists against ./cellbed.sh, and the controller's wheel builder."""
+"""Pure parts of ansible/: the node config template against NodeConfig, the TLS keys of every
+agent's config and mosquitto's TLS listener and ACL against the single-box cell's, the role
+layout (geerlingguy style), the package lists against ./cellbed.sh, and the controller's wheel
+builder."""
 import importlib.util
 import json
 import os
@@ -8,8 +10,12 @@ import tarfile
 
 import pytest
 
+from cellbed.broker.main import BrokerConfig
+from cellbed.cell import mqtt_conf
+from cellbed.controller.megha.config import ControllerConfig
 from cellbed.daemon import libvirt_tls
 from cellbed.daemon.config import NodeConfig
+from cellbed.runtime.pki import TlsFiles
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = os.path.join(REPO, "ansible", "roles")
@@ -27,7 +33,8 @@ def render(role: str, template: str, **ctx) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLES, role, "templates")),
                              trim_blocks=True, keep_trailing_newline=True)
     env.filters.update(to_json=json.dumps, to_nice_json=lambda v, sort_keys=True: json.dumps(v, indent=4,
-                                                                                            sort_keys=sort_keys))
+                                                                                            sort_keys=sort_keys),
+                       bool=lambda v: v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1", "on"))
     return env.get_template(template).render(ansible_managed="Ansible managed", **ctx)
 
 
@@ -40,7 +47,8 @@ NODE_CTX = dict(inventory_hostname="h2", cellbed_node_address="10.231.30.12", ce
                 cellbed_state_dir="/var/lib/cellbed/node", cellbed_config_dir="/etc/cellbed",
                 cellbed_node_cgroup="cellbed/ans/h2", cellbed_node_monitor_period_s=2.0,
                 cellbed_node_migration_timeout_s=120.0, __cellbed_mqtt_host="10.231.30.11", cellbed_mqtt_port=1883,
-                cellbed_cell_name="ans", cellbed_node_extra={"verify_timeout_s": 30.0})
+                cellbed_cell_name="ans", cellbed_node_extra={"verify_timeout_s": 30.0}, cellbed_tls=False,
+                cellbed_tls_dir="/etc/cellbed/pki")
 
 
 def test_node_toml_template_gives_a_config_the_daemon_accepts(tmp_path):
@@ -218,3 +226,97 @@ def test_dependency_tar_is_byte_identical_for_the_same_wheels(tmp_path):
     assert (tmp_path / "1.tar").read_bytes() == (tmp_path / "2.tar").read_bytes()
     with tarfile.open(tmp_path / "1.tar") as t:
         assert t.getnames() == ["a-1-py3-none-any.whl", "b-1-py3-none-any.whl"]
+
+
+# --- TLS (issue 13): every agent's config names its own certificate, mosquitto takes only them ---------
+def test_node_toml_names_the_nodes_certificate_and_the_tls_mqtt_port(tmp_path):
+    p = tmp_path / "node.toml"
+    p.write_text(render("cellbed", "node.toml.j2", **{**NODE_CTX, "cellbed_tls": True, "cellbed_mqtt_port": 8883}))
+    cfg = NodeConfig.load(str(p))
+    assert (cfg.tls_ca, cfg.tls_cert, cfg.tls_key) == (
+        "/etc/cellbed/pki/ca.crt", "/etc/cellbed/pki/node-h2.crt", "/etc/cellbed/pki/node-h2.key")
+    assert cfg.insecure is False and cfg.mqtt_port == 8883
+
+
+def test_node_toml_is_insecure_only_when_tls_is_off(tmp_path):
+    p = tmp_path / "node.toml"
+    text = render("cellbed", "node.toml.j2", **{**NODE_CTX, "cellbed_tls": "false"})
+    p.write_text(text)
+    cfg = NodeConfig.load(str(p))
+    assert cfg.insecure is True and (cfg.tls_ca, cfg.tls_cert, cfg.tls_key) == ("", "", "") and "INSECURE" in text
+
+
+def test_tls_is_the_default_and_the_mqtt_ports_follow_it():
+    cellbed, mqtt = load("cellbed", "defaults", "main.yml"), load("mqtt", "defaults", "main.yml")
+    assert cellbed["cellbed_tls"] is True and cellbed["cellbed_tls_dir"] == "{{ cellbed_config_dir }}/pki"
+    env = jinja2.Environment()
+    env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() == "true"
+    port = env.from_string(cellbed["cellbed_mqtt_port"])
+    assert port.render(cellbed_tls=True) == str(mqtt_conf.MQTT_TLS_PORT) and port.render(cellbed_tls=False) == "1883"
+    mport = env.from_string(mqtt["mqtt_port"])
+    assert mport.render(mqtt_tls=True) == "8883" and mport.render(mqtt_tls="False") == str(mqtt_conf.MQTT_PLAIN_PORT)
+    assert env.from_string(mqtt["mqtt_tls"]).render() == "True"            # cellbed_tls unset: secure
+    assert env.from_string(mqtt["mqtt_allow_anonymous"]).render(mqtt_tls=True) == "False"
+
+
+def test_broker_and_controller_configs_name_their_certificates(tmp_path):
+    """service.toml.j2 with the TLS keys that roles/cellbed/vars/main.yml merges in: each agent's
+    own config parser accepts them, and the controller's name each process's files."""
+    broker = {"name": "mgmt1", "address": "192.0.2.5", "grpc_port": 50061, "cell": "lab", "mqtt_host": "192.0.2.5",
+              "mqtt_port": 8883, "tls_ca": "/etc/cellbed/pki/ca.crt", "tls_cert": "/etc/cellbed/pki/broker-mgmt1.crt",
+              "tls_key": "/etc/cellbed/pki/broker-mgmt1.key"}
+    (tmp_path / "broker.toml").write_text(render("cellbed", "service.toml.j2", item={"config": broker}))
+    b = BrokerConfig.load(str(tmp_path / "broker.toml"))
+    assert (b.tls_cert, b.mqtt_port, b.insecure) == ("/etc/cellbed/pki/broker-mgmt1.crt", 8883, False)
+    controller = {**load(os.path.join(REPO, "ansible", "inventories", "lab", "group_vars", "all.yml"))[
+        "cellbed_controller_config"], "mqtt_port": 8883, "metrics_port": 9467, "tls_ca": "/etc/cellbed/pki/ca.crt",
+        "tls_cert": "/etc/cellbed/pki/{role}-{agent}.crt", "tls_key": "/etc/cellbed/pki/{role}-{agent}.key"}
+    (tmp_path / "controller-lm1a.toml").write_text(render("cellbed", "service.toml.j2", item={"config": controller}))
+    c = ControllerConfig.load(str(tmp_path / "controller-lm1a.toml"))
+    assert (c.tls_cert, c.tls_key, c.mqtt_port) == ("/etc/cellbed/pki/{role}-{agent}.crt",
+                                                    "/etc/cellbed/pki/{role}-{agent}.key", 8883)
+    insecure = {**controller, "insecure": True}
+    for k in ("tls_ca", "tls_cert", "tls_key"):
+        del insecure[k]
+    (tmp_path / "insecure.toml").write_text(render("cellbed", "service.toml.j2", item={"config": insecure}))
+    assert ControllerConfig.load(str(tmp_path / "insecure.toml")).insecure is True
+
+
+MQTT_CTX = dict(mqtt_conf_path="/etc/mosquitto/conf.d/cellbed.conf", mqtt_listen_address="192.0.2.5",
+                mqtt_tls_dir="/etc/mosquitto/cellbed", mqtt_extra_config=[])
+
+
+def test_mosquitto_listens_on_tls_with_client_certificates_and_the_acl():
+    conf = render("mqtt", "cellbed.conf.j2", **MQTT_CTX, mqtt_tls=True, mqtt_port=8883, mqtt_allow_anonymous=False)
+    lines = [line for line in conf.splitlines() if line and not line.startswith("#")]
+    # the listener the single-box cell writes, with the role's paths (and its packaged `mosquitto` user)
+    cell = mqtt_conf.mosquitto_conf("192.0.2.5", TlsFiles("/etc/mosquitto/cellbed/ca.crt", "/etc/mosquitto/cellbed/server.crt",
+                                                          "/etc/mosquitto/cellbed/server.key"), "/etc/mosquitto/cellbed/acl")
+    keep = ("listener", "cafile", "certfile", "keyfile", "require_certificate", "use_identity_as_username",
+            "tls_version", "allow_anonymous", "acl_file")
+    assert lines == [line for line in cell.splitlines() if line.startswith(keep)]
+    assert "listener 8883 192.0.2.5" in lines and "allow_anonymous false" in lines and "user root" not in conf
+    plain = render("mqtt", "cellbed.conf.j2", **MQTT_CTX, mqtt_tls="false", mqtt_port=1883, mqtt_allow_anonymous=True)
+    assert "listener 1883 192.0.2.5" in plain and "allow_anonymous true" in plain and "INSECURE" in plain
+    assert "cafile" not in plain and "acl_file" not in plain
+
+
+def test_mosquitto_acl_from_the_inventory_is_the_cells_acl():
+    groups = {"cellbed_nodes": ["node1", "node2"], "cellbed_brokers": ["mgmt1", "mgmt2"],
+              "cellbed_controllers": ["mgmt1"]}
+    hostvars = {"mgmt1": {"cellbed_controller_config": {
+        "gm": [{"name": "gm1"}, {"name": "gm2"}],
+        "lm": [{"name": "lm1", "instances": ["lm1a", "lm1b"], "hosts": ["node1"]},
+               {"name": "lm2", "instances": ["lm2a"], "hosts": ["node2"]}]}},
+        "mgmt2": {"cellbed_broker_config": {"name": "ba2"}}}
+    got = render("mqtt", "acl.j2", mqtt_cell_name="lab", mqtt_node_group="cellbed_nodes",
+                 mqtt_broker_group="cellbed_brokers", mqtt_controller_group="cellbed_controllers",
+                 mqtt_admins=["admin"], groups=groups, hostvars=hostvars)
+    want = mqtt_conf.acl_text("lab", ["node1", "node2"], brokers=["mgmt1", "ba2"], gms=["gm1", "gm2"],
+                              lm_instances={"lm1a": "lm1", "lm1b": "lm1", "lm2a": "lm2"})
+
+    def rules(text):
+        return [line for line in text.splitlines() if not line.startswith("#")]
+    assert rules(got) == rules(want)
+    assert "user node1\ntopic write cellbed/lab/node/node1/#\ntopic write cellbed/lab/masb/report/node1" in got
+    assert "user lm1b\ntopic write cellbed/lab/megha/lm/lm1/state" in got
