@@ -27,7 +27,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cellbed.domain import errors
 from cellbed.cell.accel import probe
 from cellbed.cell import megha as meghamod
-from cellbed.cell import cell_pki, libvirt_conf, mqtt_conf, procs
+from cellbed.cell import agents, cell_pki, libvirt_conf, mqtt_conf, procs
 from cellbed.cell.mqtt_conf import MQTT_PLAIN_PORT, MQTT_TLS_PORT
 from cellbed.cell import prom_sd
 from cellbed.cell import ssh as sshmod
@@ -258,11 +258,11 @@ def _wait_serving(sdir: str, plan: CellPlan, ready_timeout_s: float, *, bare: bo
 def _start_mosquitto(rec: Recorder, sdir: str, plan: CellPlan, san: bool, lm_of: dict[str, str]) -> None:
     """mosquitto on the bridge: TLS with client certificates and per-identity ACLs
     (cellbed/cell/mqtt_conf.py), or plaintext in an insecure cell."""
-    conf, acl = os.path.join(sdir, "mosquitto.conf"), os.path.join(sdir, "mosquitto.acl")
+    conf, acl = os.path.join(sdir, "mosquitto.conf"), os.path.join(sdir, "mosquitto.acl")   # acl: agents.write_acl
     pki = rec.state.get("pki", {}).get("certs", {})
-    with open(acl, "w") as f:
-        f.write(mqtt_conf.acl_text(plan.name, [h.name for h in plan.hosts], ["ba1"] if san else [],
-                                   [k.split("/")[1] for k in pki if k.startswith("gm/")], lm_of))
+    rec.state["mqtt_acl"] = {"nodes": [h.name for h in plan.hosts], "brokers": ["ba1"] if san else [],
+                             "gms": [k.split("/")[1] for k in pki if k.startswith("gm/")], "lm_of": lm_of}
+    agents.write_acl(sdir, plan.name, rec.state["mqtt_acl"])
     with open(conf, "w") as f:
         f.write(mqtt_conf.mosquitto_conf(plan.bridge_address, cell_pki.files(rec.state, cell_pki.MQTT_SERVER), acl))
     res = rec.add(kind="process", name="mosquitto")

@@ -22,9 +22,7 @@ import time
 import pytest
 
 from cellbed.domain import errors, wire
-from cellbed.cell import cell as cellmod, cell_pki, megha as meghamod
-from cellbed.domain.identity import Identity, Role
-from cellbed.runtime.pki import CellCA
+from cellbed.cell import agents as cell_agents, cell as cellmod, cell_pki, megha as meghamod
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
@@ -109,9 +107,9 @@ def megha_cell(state_root, tmp_path_factory):
                     monitor_period_s=2.0, host_attributes=ATTRS)
     work = tmp_path_factory.mktemp("megha")
     cfg = os.path.join(work, "controller.toml")
-    ca = CellCA.load(st["pki"]["dir"])      # the cell's CA: each agent its own certificate
-    for n in AGENTS:
-        ca.issue(Identity("mg", Role.GM if n.startswith("gm") else Role.LM, n), [BRIDGE])
+    # The agents join the running cell: certificates from its CA, identities in its MQTT ACL.
+    st = cell_agents.add_agents("mg", state_root, gms=[n for n in AGENTS if n.startswith("gm")],
+                                lm_of={n: n[:3] for n in AGENTS if n.startswith("lm")})
     with open(cfg, "w") as f:
         f.write(controller_toml(st["hosts"], os.path.join(work, "state"), meghamod.security_lines(st)))
     agents = Agents(cfg, str(work))
