@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from cellbed import assembly
-from cellbed.cell import cell as cellmod
+from cellbed.cell import cell as cellmod, cell_pki
 from cellbed.domain import wire
 from cellbed.domain.constraints import Constraint, ConstraintOp
 from cellbed.model.cell import ModelCell, ModelCellParams
@@ -124,7 +124,7 @@ async def _realcell(args) -> str:
                          "unmovable_s": 15.0})
     tgt = {h: f"{d['address']}:{d['grpc_port']}" for h, d in st["hosts"].items()}
     try:
-        lat = await _realcell_cycles(args, tgt)
+        lat = await _realcell_cycles(args, tgt, cell_pki.admin(st))
     finally:
         cellmod.down("bm", root)
     if not lat:
@@ -133,18 +133,18 @@ async def _realcell(args) -> str:
             f"{len(lat)} cycles: p50 {pct(lat, 50):.0f} ms, p99 {pct(lat, 99):.0f} ms, min {min(lat):.0f} ms")
 
 
-async def _realcell_cycles(args, tgt: dict[str, str]) -> list[float]:
+async def _realcell_cycles(args, tgt: dict[str, str], admin) -> list[float]:
     """Two guests on h1; each cycle raises their load until SAN migrates one. Returns the
     latencies overload detected -> migration started, ms."""
     lat = []
 
     async def call(h, m, req, timeout=60):
-        async with NodeClient(tgt[h], h) as c:
+        async with NodeClient(tgt[h], h, admin) as c:
             return await c.call(m, req, timeout=timeout)
     for name in ("b1", "b2"):
         await call("h1", "StartVm", npb.StartVmRequest(spec=npb.VmSpec(name=name, mem_mib=128, vcpus=1,
                    workload=npb.Workload(cpu_load=0.02, wss_mib=16))), timeout=180)
-    tr = GrpcTransport(lambda n: n, RealClock())
+    tr = GrpcTransport(lambda n: n, RealClock(), security=admin)
     seen = set()
 
     async def home():

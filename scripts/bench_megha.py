@@ -174,7 +174,8 @@ def bench_grpc(args) -> str:
     gm, lm = _free_port(), _free_port()
     cfg = os.path.join(tmp, "controller.toml")
     with open(cfg, "w") as f:
-        f.write(f'cell = "bench"\nstate_dir = "{tmp}/state"\nqueue_fsync = {"true" if args.fsync else "false"}\n\n[agents]\ngm1 = "127.0.0.1:{gm}"\nlm1 = "127.0.0.1:{lm}"\n'
+        # Loopback only, model hosts: plaintext by explicit choice (a secure cell needs certificates).
+        f.write(f'cell = "bench"\ninsecure = true\nstate_dir = "{tmp}/state"\nqueue_fsync = {"true" if args.fsync else "false"}\n\n[agents]\ngm1 = "127.0.0.1:{gm}"\nlm1 = "127.0.0.1:{lm}"\n'
                 f'\n[[gm]]\nname = "gm1"\n[[lm]]\nname = "lm1"\n[[queue]]\nuser = "u"\nshare = 1.0\ngm = "gm1"\n'
                 f'[model]\nhosts = {args.hosts}\ncpu_cores = 64.0\nmem_mib = 1048576\n'
                 f'[gm_params]\nrecords_kept = 100000\n[lm_params]\nupdate_period_s = 10.0\n')

@@ -145,3 +145,18 @@ def or_blank(conv: Conv) -> Conv:
         return text if text == "" else conv(text)
     blank.__name__ = getattr(conv, "__name__", "value")
     return blank
+
+
+def dask_address(text: str) -> str:
+    """A Dask scheduler's address: tcp://HOST:PORT or tls://HOST:PORT."""
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme not in ("tcp", "tls"):
+        raise argparse.ArgumentTypeError(f"allowed tcp://HOST:PORT or tls://HOST:PORT, got {text!r}")
+    try:
+        address(rest)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"allowed {scheme}://HOST:PORT with a port in 1..65535, got {text!r}") from None
+    return text
+
+
+dask_address.__name__ = "tcp|tls://HOST:PORT"

@@ -17,8 +17,8 @@ import os
 from typing import Any, Callable, NoReturn
 
 from cellbed.cell.record import DEFAULT_STATE_ROOT
-from cellbed.cli.argtypes import (address, dirty_rate, float_in, host_name, int_in, key_value, list_of, on_off,
-                                  or_blank, vm_name)
+from cellbed.cli.argtypes import (address, dask_address, dirty_rate, float_in, host_name, int_in, key_value, list_of,
+                                  on_off, or_blank, vm_name)
 from cellbed.domain import vm as vmdom
 from cellbed.domain.identity import Role
 
@@ -71,6 +71,7 @@ def build_parser(handler: Handler) -> argparse.ArgumentParser:
     _bench(sub, handler)
     _report(sub, handler)
     _run(sub, handler)
+    _sweep(sub, handler)
     _masb(sub, handler)
     _megha(sub, handler)
     _pki(sub, handler)
@@ -184,8 +185,10 @@ def _report(sub, handler: Handler) -> None:
         sub, "report", help="report.md + PNG plots for a results folder, or a comparison of several",
         description="One DIR: write report.md, summary.json and the plots into DIR (or --out). "
                     "Several DIRs: side-by-side tables, comparison.csv and overlaid plots into --out. "
-                    "Folders whose events.jsonl lacks run_completed are refused.")
-    p.add_argument("dirs", nargs="+", metavar="DIR", help="results folders written by cellctl run")
+                    "Folders whose events.jsonl lacks run_completed are refused. A sweep's folder (cellctl sweep), "
+                    "or --sweep DIR: sweep.md and sweep.csv, per configuration the mean and min-max over seeds.")
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="results folders written by cellctl run, or a sweep's folder")
+    p.add_argument("--sweep", metavar="SWEEPDIR", help="a sweep's folder (cellctl sweep --out)")
     p.add_argument("--out", metavar="DIR", help="where to write (one run: default its folder; several: required)")
     p.set_defaults(fn=handler("report_cmd", "cmd_report"))
 
@@ -208,6 +211,33 @@ def _run(sub, handler: Handler) -> None:
                    help="cProfile the window FROM:TO of simulated minutes (model cells) into "
                         "profile.pstats/.txt/.json in the results folder")
     p.set_defaults(fn=handler("run_cmd", "cmd_run"))
+
+
+def _sweep(sub, handler: Handler) -> None:
+    p = _add(
+        sub, "sweep", help="run scenarios x a --set grid x seeds on Dask workers, resumably",
+        description="Run every (scenario, grid point, seed) of SPEC.toml as a cellctl run on Dask workers: a "
+                    "LocalCluster sized to the cores and memory, or --scheduler's cluster. Each run writes "
+                    "OUT/<scenario stem>/<key=value,...>/seed-<n>/. Rerun the same command to resume: completed runs "
+                    "of the same scenario are skipped, incomplete ones replaced. Failed runs are retried once; "
+                    "exit 1 if any failed.")
+    p.add_argument("spec", metavar="SPEC.toml")
+    p.add_argument("--out", metavar="DIR", help="the sweep's folder (default: results/<sweep name>)")
+    p.add_argument("--scheduler", type=dask_address, default=None,
+                   help="an existing Dask cluster, tcp://HOST:8786 or tls://HOST:8786 (default: a LocalCluster)")
+    p.add_argument("--workers", type=int_in(1, 256), default=None,
+                   help="LocalCluster worker processes (default: the cores, fewer if memory is short)")
+    p.add_argument("--mem-per-run-mib", type=int_in(64, 1 << 22, "MiB"), default=None,
+                   help="memory one run needs, for the LocalCluster's size (default: estimated from cell.nodes)")
+    p.add_argument("--tls-ca-file", metavar="FILE", help="with tls://: the cluster's CA certificate")
+    p.add_argument("--tls-cert", metavar="FILE", help="with tls://: this client's certificate")
+    p.add_argument("--tls-key", metavar="FILE", help="with tls://: this client's key")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace completed runs whose scenario, overrides or seed changed (refused otherwise)")
+    p.add_argument("--no-report", action="store_true", help="no report.md and plots per run (cellctl report later)")
+    p.add_argument("--dry-run", action="store_true", help="check the spec and show each run's state; run nothing")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(fn=handler("sweep_cmd", "cmd_sweep"))
 
 
 # --- MASB and Megha ----------------------------------------------------------------------
@@ -281,8 +311,11 @@ def _pki(sub, handler: Handler) -> None:
     p.set_defaults(fn=handler("pki_cmd", "cmd_pki_init"))
     p = _add(pp, "issue", help="a certificate for one identity (kept if still good)")
     p.add_argument("--dir", required=True, help="the CA's folder; the certificate goes there as ROLE-NAME.crt/.key")
-    p.add_argument("--role", choices=[r.value for r in Role], required=True)
-    p.add_argument("--name", type=host_name, required=True, help="h1, ba1, gm1, lm1a, admin ...")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--role", choices=[r.value for r in Role], help="the identity's role")
+    who.add_argument("--server", action="store_true",
+                     help="a server certificate with no Cellbed identity (the cell's mosquitto), as service-NAME.crt")
+    p.add_argument("--name", type=host_name, required=True, help="h1, ba1, gm1, lm1a, admin; with --server: mqtt")
     p.add_argument("--address", action="append", default=[], help="an IP address the identity serves on (repeatable)")
     p.add_argument("--days", type=int_in(1, 3650, "days"), default=30)
     p.set_defaults(fn=handler("pki_cmd", "cmd_pki_issue"))

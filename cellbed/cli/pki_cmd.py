@@ -1,5 +1,6 @@
 """cellctl pki init / issue: a cell CA and its certificates outside the single-box cell, for lab
-servers (the Ansible roles run these on the controller) or by hand.
+servers (the Ansible roles run these on the controller) or by hand; `issue --server` makes a
+server certificate with no Cellbed identity (the lab's mosquitto).
 
 Both are idempotent: an existing CA is kept, and a certificate that exists, was issued by this CA
 for the same identity and addresses, and is valid for more than a third of its lifetime is kept;
@@ -43,7 +44,8 @@ def cmd_pki_init(args) -> None:
     emit(args, {"changed": True, "ca": ca.cert_file}, f"{what}: {ca.cert_file}")
 
 
-def _still_good(path: Path, ca: CellCA, who: Identity, addresses: list[str]) -> bool:
+def _still_good(path: Path, ca: CellCA, who: Identity | None, addresses: list[str]) -> bool:
+    """*who* None: a server certificate, which must carry no identity."""
     try:
         cert = x509.load_pem_x509_certificate(path.read_bytes())
     except (OSError, ValueError):
@@ -62,16 +64,24 @@ def _still_good(path: Path, ca: CellCA, who: Identity, addresses: list[str]) -> 
 
 
 def cmd_pki_issue(args) -> None:
+    """A certificate for one identity, or with --server one for a service that is no identity
+    (the cell's mosquitto: it proves its address to the clients, and no RPC accepts it)."""
     ca = CellCA.load(args.dir)
-    who = Identity(args.cell, Role(args.role), args.name)
+    who = None if args.server else Identity(args.cell, Role(args.role), args.name)
     for a in args.address:
         try:
             ipaddress.ip_address(a)
         except ValueError:
             raise errors.InvalidArgument(f"--address {a!r}: not an IP address") from None
-    cert = Path(args.dir) / f"{who.role.value}-{who.name}.crt"
+    if who is None and not args.address:
+        raise errors.InvalidArgument("--server: give the server's --address (its clients check it)")
+    what = f"server {args.name}" if who is None else str(who)
+    cert = Path(args.dir) / (f"service-{args.name}.crt" if who is None else f"{who.role.value}-{who.name}.crt")
     if _still_good(cert, ca, who, args.address) and cert.with_suffix(".key").exists():
-        emit(args, {"changed": False, "cert": str(cert)}, f"{who}: {cert} kept")
+        emit(args, {"changed": False, "cert": str(cert), "key": str(cert.with_suffix(".key"))}, f"{what}: {cert} kept")
         return
-    files = ca.issue(who, args.address, days=args.days)
-    emit(args, {"changed": True, "cert": files.cert, "key": files.key}, f"{who}: issued {files.cert}")
+    if who is None:
+        files = ca.issue_server(args.name, args.address, days=args.days)
+    else:
+        files = ca.issue(who, args.address, days=args.days)
+    emit(args, {"changed": True, "cert": files.cert, "key": files.key}, f"{what}: issued {files.cert}")

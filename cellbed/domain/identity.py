@@ -9,8 +9,9 @@ The table follows what each agent does in the papers' protocols:
 - only nodes call each other's migration admission (PrepareIncoming/FinishIncoming) and the
   peer-to-peer SAN, and report to brokers;
 - only the operator (admin: cellctl, the experiment runner) starts, stops, migrates, reshapes the
-  workload of or injects faults into VMs, except that a Local Master launches and stops Megha's
-  tasks on its hosts (that is its job in Megha);
+  workload of or injects faults into VMs, except that the agents whose job is to place tasks also
+  start and stop them: a Local Master on its hosts (Megha), a broker for MASB's initial
+  allocation (AllocateTask);
 - GMs talk to LMs and forward submissions to each other; LMs report task events to GMs and
   replicate to their standby; brokers sync their caches;
 - every identity of the cell may read (lists, states, views, health, reflection).
@@ -79,7 +80,7 @@ def _service(name: str, methods: dict[str, tuple[Role, ...] | None]) -> None:
 
 
 _service("cellbed.v1.NodeAgent", {
-    "StartVm": (A, L), "StopVm": (A, L), "SetWorkload": (A,), "MigrateVm": (A,), "AbortMigration": (A,),
+    "StartVm": (A, B, L), "StopVm": (A, B, L), "SetWorkload": (A,), "MigrateVm": (A,), "AbortMigration": (A,),
     "InjectFault": (A,), "PrepareIncoming": (N,), "FinishIncoming": (N,),
     "ListVms": None, "GetHostState": None, "ListMigrations": None, "WatchEvents": None})
 _service("cellbed.v1.San", {

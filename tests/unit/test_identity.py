@@ -29,7 +29,9 @@ CASES = [
     # method, caller, allowed?, words in the reason
     ("/cellbed.v1.NodeAgent/InjectFault", ident(Role.NODE, "h1"), False, "needs role admin"),
     ("/cellbed.v1.NodeAgent/InjectFault", ident(Role.ADMIN), True, ""),
-    ("/cellbed.v1.NodeAgent/StartVm", ident(Role.NODE, "h2"), False, "admin or lm"),
+    ("/cellbed.v1.NodeAgent/StartVm", ident(Role.NODE, "h2"), False, "admin or broker or lm"),
+    ("/cellbed.v1.NodeAgent/StartVm", ident(Role.BROKER, "ba1"), True, ""),
+    ("/cellbed.v1.NodeAgent/MigrateVm", ident(Role.BROKER, "ba1"), False, "needs role admin"),
     ("/cellbed.v1.NodeAgent/StartVm", ident(Role.LM, "lm1a"), True, ""),
     ("/cellbed.v1.NodeAgent/PrepareIncoming", ident(Role.ADMIN), False, "needs role node"),
     ("/cellbed.v1.NodeAgent/PrepareIncoming", ident(Role.NODE, "h1"), True, ""),

@@ -6,6 +6,9 @@ import json
 import os
 import stat
 
+from cryptography import x509
+
+from cellbed.runtime.pki import identity_of
 from tests.unit.test_cli_conventions import run_cli
 
 
@@ -43,3 +46,33 @@ def test_bad_input_is_one_line_rc2(tmp_path):
     assert rc == 2 and err.count("\n") == 1 and "CA" in err            # no CA in that folder
     rc, _, err = run_cli(["pki", "init", "--dir", str(tmp_path / "x"), "--ca-cert", "/nonexistent"])
     assert rc == 2 and "--ca-cert and --ca-key" in err
+
+
+def test_server_certificate_has_no_identity_and_is_idempotent(tmp_path):
+    d = str(tmp_path / "pki")
+    pki("init", "--dir", d)
+    first = pki("issue", "--dir", d, "--server", "--name", "mqtt", "--address", "10.0.0.5")
+    assert first["changed"] is True and first["cert"].endswith("service-mqtt.crt")
+    assert stat.S_IMODE(os.stat(first["key"]).st_mode) == 0o600
+    pem = open(first["cert"], "rb").read()
+    assert identity_of(pem) is None                      # no RPC accepts it as a caller
+    cert = x509.load_pem_x509_certificate(pem)
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == ["10.0.0.5"]
+    again = pki("issue", "--dir", d, "--server", "--name", "mqtt", "--address", "10.0.0.5")
+    assert again == {"changed": False, "cert": first["cert"], "key": first["key"]}
+    assert pki("issue", "--dir", d, "--server", "--name", "mqtt", "--address", "10.0.0.6")["changed"] is True
+    # a node certificate of the same name is another file, and an identity
+    node = pki("issue", "--dir", d, "--role", "node", "--name", "mqtt", "--address", "10.0.0.6")
+    assert node["cert"].endswith("node-mqtt.crt") and identity_of(open(node["cert"], "rb").read()).name == "mqtt"
+
+
+def test_server_and_role_exclude_each_other_and_server_needs_an_address(tmp_path):
+    d = str(tmp_path / "pki")
+    pki("init", "--dir", d)
+    rc, _, err = run_cli(["pki", "issue", "--dir", d, "--server", "--role", "node", "--name", "h1"])
+    assert rc == 2 and err.count("\n") == 1 and "not allowed with" in err
+    rc, _, err = run_cli(["pki", "issue", "--dir", d, "--name", "h1"])
+    assert rc == 2 and err.count("\n") == 1 and "--role" in err and "--server" in err
+    rc, _, err = run_cli(["pki", "issue", "--dir", d, "--server", "--name", "mqtt"])
+    assert rc == 2 and err.count("\n") == 1 and "--address" in err
