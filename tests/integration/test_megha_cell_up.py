@@ -16,11 +16,12 @@ import os
 import signal
 import subprocess
 import sys
+import ssl
 import urllib.request
 
 import pytest
 
-from cellbed.cell import cell as cellmod, procs
+from cellbed.cell import cell as cellmod, cell_pki, procs
 from cellbed.cell.iproute import link_exists, netns_exists
 from cellbed.cell.supervise import read_pids
 from tests.conftest import wait_until
@@ -48,9 +49,15 @@ class Ctl:
         return json.loads(r.stdout)
 
 
-def scrape(target: str) -> str:
+def scrape(st: dict, target: str) -> str:
+    """/metrics over HTTPS with the cell's scraping certificate (plain HTTP in an insecure cell)."""
+    tls = cell_pki.files(st, cell_pki.PROMETHEUS)
+    ctx = None
+    if tls is not None:
+        ctx = ssl.create_default_context(cafile=tls.ca)
+        ctx.load_cert_chain(tls.cert, tls.key)
     try:
-        with urllib.request.urlopen(f"http://{target}/metrics", timeout=5) as r:
+        with urllib.request.urlopen(f"{'https' if ctx else 'http'}://{target}/metrics", timeout=5, context=ctx) as r:
             return r.read().decode()
     except OSError:
         return ""
@@ -89,13 +96,13 @@ async def test_cell_up_megha_starts_supervised_gms_and_lms(megha_cell):
     assert m["controller"] == os.path.join(cellmod.state_dir(CELL, ctl.state_root), "controller.toml")
     sup = [x for x in st["resources"] if x.get("name") == "megha-supervisor"]
     assert len(sup) == 1 and procs.alive(sup[0]) and sup[0]["pids_file"] == m["pids_file"]
-    assert cellmod.health_ok(st["broker"], service="cellbed.v1.BrokerAgent")     # --san and --megha together
+    assert cellmod.health_ok(st["broker"], service="cellbed.v1.BrokerAgent", security=cell_pki.admin(st))     # --san and --megha together
     agents = {t["labels"]["agent"]: (t["job"], t["target"]) for t in st["metrics_targets"] if t["job"] in ("gm", "lm")}
     assert agents == {"lm1a": ("lm", "10.231.14.1:9470"), "lm2a": ("lm", "10.231.14.1:9471"),
                       "gm1": ("gm", "10.231.14.1:9472"), "gm2": ("gm", "10.231.14.1:9473")}
     for name, (job, target) in agents.items():       # each process serves its own /metrics
         async def scraped(job=job, target=target):     # (its exporter starts just after its gRPC server)
-            return f"cellbed_{job}_" in await asyncio.to_thread(scrape, target)
+            return f"cellbed_{job}_" in await asyncio.to_thread(scrape, st, target)
         await wait_until(scraped, 30, f"/metrics of {name} on {target}")
 
 
@@ -151,7 +158,8 @@ async def test_an_lm_killed_by_its_recorded_pid_is_restarted_and_adopts_its_vm(m
         rec = read_pids(pids_file)
         now = rec["processes"][inst]
         return (now != before and procs.alive(now) and rec["restarts"][inst] == 1
-                and cellmod.health_ok(st["megha"]["lms"][inst], service="cellbed.v1.LocalMaster"))
+                and cellmod.health_ok(st["megha"]["lms"][inst], service="cellbed.v1.LocalMaster",
+                                   security=cell_pki.admin(st)))
     await wait_until(back, 180, f"{inst} to be restarted by the supervisor and SERVING")
     parts = {x["instance"]: x for x in await ctl.json("lm", "partitions")}
     on_host = [s for pt in parts[inst]["partitions"] for s in pt["slices"] if s["host"] == host and not s["logical"]]
