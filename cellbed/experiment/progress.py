@@ -6,7 +6,50 @@ import resource
 import time
 from typing import TextIO
 
-__all__ = ["Progress", "peak_rss_mib"]
+__all__ = ["Progress", "TermLine", "hms", "peak_rss_mib"]
+
+
+class TermLine:
+    """One status line on *stream*: redrawn in place on a terminal, a line of its own elsewhere
+    (CI logs, files); messages go on lines of their own. Shared by ``cellctl run`` and ``sweep``."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self._width = 0
+
+    def show(self, text: str) -> None:
+        if self.stream is None:
+            return
+        if self.tty:
+            self.stream.write("\r" + text + " " * max(0, self._width - len(text)))
+            self._width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def message(self, text: str) -> bool:
+        """Print *text* on a line of its own; True if it erased the status line (redraw it)."""
+        if self.stream is None:
+            return False
+        erased = self.tty and self._width > 0
+        if erased:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        return erased
+
+    def close(self) -> None:
+        if self.stream is not None and self.tty and self._width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._width = 0
+
+
+def hms(s: float) -> str:
+    s = int(max(0, s))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 class Progress:
@@ -24,12 +67,12 @@ class Progress:
         self.stream = stream
         self.duration_s = duration_s
         self.label = label
-        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self.term = TermLine(stream)
+        self.tty = self.term.tty
         self.min_interval_s = min_interval_s if self.tty else log_interval_s
         self.wall0 = time.perf_counter()
         self._last_draw = -math.inf
         self._last_decile = -1
-        self._width = 0
         self._last_t = math.nan
         self.line = ""
 
@@ -46,7 +89,7 @@ class Progress:
                  f" {t_s / div:.1f}/{self.duration_s / div:.1f} {span} sim",
                  f" | {tasks:,} tasks | overloaded {overloaded_share * 100:.2f}%",
                  f" | {rate:.1f} sim-min/wall-min" if math.isfinite(rate) else "",
-                 f" | ETA {_hms(eta)}" if math.isfinite(eta) else "",
+                 f" | ETA {hms(eta)}" if math.isfinite(eta) else "",
                  f" | {extra}" if extra else ""]
         return "".join(parts)
 
@@ -60,34 +103,14 @@ class Progress:
             return
         self._last_draw, self._last_decile = now, decile
         self.line = self.render(t_s, tasks, overloaded_share, extra)
-        if self.tty:
-            pad = max(0, self._width - len(self.line))
-            self.stream.write("\r" + self.line + " " * pad)
-            self._width = len(self.line)
-        else:
-            self.stream.write(self.line + "\n")
-        self.stream.flush()
+        self.term.show(self.line)
 
     def message(self, text: str) -> None:
         """A line of its own (the bar is redrawn after it on a terminal)."""
-        if self.stream is None:
-            return
-        if self.tty and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self._width = 0
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        self.term.message(text)
 
     def close(self) -> None:
-        if self.stream is not None and self.tty and self._width:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._width = 0
-
-
-def _hms(s: float) -> str:
-    s = int(max(0, s))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+        self.term.close()
 
 
 def peak_rss_mib() -> float:

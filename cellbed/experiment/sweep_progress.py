@@ -6,12 +6,9 @@ import math
 import time
 from typing import TextIO
 
+from cellbed.experiment.progress import TermLine, hms
+
 __all__ = ["SweepProgress", "hms"]
-
-
-def hms(s: float) -> str:
-    s = int(max(0, s))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 class SweepProgress:
@@ -29,11 +26,11 @@ class SweepProgress:
         self.failed = 0
         self.running: dict[str, float] = {}       # run key → its start (time.time())
         self.durations: list[float] = []
-        self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self.term = TermLine(stream)
+        self.tty = self.term.tty
         self.min_interval_s = min_interval_s
         self._last_counts: tuple | None = None
         self._last_draw = -math.inf
-        self._width = 0
 
     @property
     def waiting(self) -> int:
@@ -82,26 +79,11 @@ class SweepProgress:
         if not (force or changed or (self.tty and now - self._last_draw >= self.min_interval_s)):
             return
         self._last_counts, self._last_draw = counts, now
-        text = self.line()
-        if self.tty:
-            self.stream.write("\r" + text + " " * max(0, self._width - len(text)))
-            self._width = len(text)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        self.term.show(self.line())
 
     def message(self, text: str) -> None:
-        if self.stream is None:
-            return
-        if self.tty and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self._width = 0
+        if self.term.message(text):
             self._last_counts = None      # redraw the bar after the message
-        self.stream.write(text + "\n")
-        self.stream.flush()
 
     def close(self) -> None:
-        if self.stream is not None and self.tty and self._width:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._width = 0
+        self.term.close()

@@ -5,8 +5,6 @@ argument lists that never reaches an unexpected error."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import math
 import re
@@ -21,6 +19,7 @@ from cellbed.cli.common import msg_dict
 from cellbed.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from cellbed.experiment import results_dir
 from cellbed.v1 import common_pb2, masb_pb2, megha_pb2, node_pb2
+from tests.cli_run import run_cli
 
 # The positional/required arguments each leaf needs to parse (placeholders, never executed).
 REQUIRED = {
@@ -96,17 +95,6 @@ BAD = [
     (["vm", "start"], ["--host", "required"]),
     (["nodes", "--no-such-flag"], ["--no-such-flag"]),
 ]
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            climain.main(argv)
-            rc = 0
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 1
-    return rc, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("argv,words", BAD, ids=[" ".join(a) for a, _ in BAD])

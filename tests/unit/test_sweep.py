@@ -3,15 +3,13 @@ names, overrides), bad specs refused in one line with exit 2 before anything is 
 run's folder holds for resume, the LocalCluster's size, and the progress estimate."""
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 from pathlib import Path
 
 import pytest
 
-from cellbed.cli import main as climain
-from cellbed.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from cellbed.domain.errors import AlreadyExists, FailedPrecondition
 from cellbed.experiment.results_files import RESULTS_FORMAT
 from cellbed.experiment.scenario import Scenario, load_scenario
 from cellbed.experiment.schema_keys import parse_value
@@ -20,6 +18,7 @@ from cellbed.experiment.sweep import (NO_GRID, load_spec, plan_sweep, point_name
 from cellbed.experiment.sweep_progress import SweepProgress
 from cellbed.experiment.sweep_run import SweepLoop, SweepOutcome, classify, local_workers, write_sweep_file
 from cellbed.experiment.sweep_worker import RunTask
+from tests.cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "scenarios" / "smoke.toml"
@@ -42,17 +41,6 @@ policy.san.max_util = [0.9, 0.8]
 [set]
 "run.duration_s" = 600
 """
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            climain.main(argv)
-            rc = 0
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 1
-    return rc, out.getvalue(), err.getvalue()
 
 
 # --- the spec and the plan ----------------------------------------------------------------
