@@ -51,7 +51,8 @@ class MigrationMixin:
                                  options=options_pb(opts), heartbeat_before=before.heartbeat,
                                  mem_mib=e.spec.mem_mib, wss_mib=e.spec.wss_mib,
                                  dirty_mib_s=-1 if math.isinf(e.spec.dirty_mib_s) else e.spec.dirty_mib_s,
-                                 forced=forced, tls=opts.tls)
+                                 forced=forced, tls=opts.tls, guest_dirty_mib_s=before.dirty_actual_mib_s,
+                                 sampled_dirty_mib_s=e.dirty_rate_mib_s)
         try:
             if not prepared_mid:
                 await self.transport.request(dest, "NodeAgent/PrepareIncoming", npb.PrepareIncomingRequest(

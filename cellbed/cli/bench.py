@@ -15,7 +15,8 @@ from cellbed.v1 import node_pb2 as npb
 
 CSV_FIELDS = ["mem_mib", "wss_mib", "dirty_mib_s", "bandwidth_mib_s", "max_downtime_ms", "postcopy", "tls", "repeat",
               "outcome", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes",
-              "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "postcopy_switched",
+              "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "guest_dirty_mib_s",
+              "sampled_dirty_mib_s", "memory_bps", "postcopy_switched",
               "boot_s", "detail"]
 
 

@@ -75,13 +75,14 @@ def record_row(r: npb.MigrationRecord) -> dict:
             "downtime_ms": f"{r.downtime_ms:.0f}", "setup_ms": f"{r.setup_time_ms:.0f}",
             "total_MiB": f"{r.data_total_bytes / 2**20:.1f}", "sent_MiB": f"{r.memory_processed_bytes / 2**20:.1f}",
             "iter": r.memory_iteration,
-            "dirty_MiB_s": f"{r.memory_dirty_rate / 2**20:.1f}", "MiB_s": f"{r.memory_bps / 2**20:.1f}",
+            "dirty_MiB_s": f"{r.memory_dirty_rate / 2**20:.1f}", "guest_dirty": f"{r.guest_dirty_mib_s:.1f}",
+            "MiB_s": f"{r.memory_bps / 2**20:.1f}",
             "hb": f"{r.heartbeat_before}->{r.heartbeat_after}", "bad_pages": r.integrity_bad,
             "tls": "on" if r.tls else "off"}
 
 
 RECORD_COLS = ["vm", "src", "dst", "outcome", "wall_ms", "elapsed_ms", "downtime_ms", "total_MiB", "sent_MiB", "iter",
-               "dirty_MiB_s", "hb", "bad_pages", "tls"]
+               "dirty_MiB_s", "guest_dirty", "hb", "bad_pages", "tls"]
 
 
 # --- cell access -------------------------------------------------------------------------

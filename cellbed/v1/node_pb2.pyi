@@ -282,7 +282,7 @@ class MigrationOptions(_message.Message):
     def __init__(self, bandwidth_mib_s: _Optional[int] = ..., max_downtime_ms: _Optional[int] = ..., auto_converge: _Optional[bool] = ..., postcopy: _Optional[bool] = ..., compression: _Optional[bool] = ..., parallel_connections: _Optional[int] = ..., completion_timeout_s: _Optional[float] = ..., timeout_policy: _Optional[_Union[TimeoutPolicy, str]] = ..., tls: _Optional[bool] = ...) -> None: ...
 
 class MigrationRecord(_message.Message):
-    __slots__ = ("id", "vm", "src", "dst", "start_unix_s", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes", "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "options", "outcome", "detail", "timeout_action", "postcopy_switched", "heartbeat_before", "heartbeat_after", "integrity_pages", "integrity_bad", "mem_mib", "wss_mib", "dirty_mib_s", "forced", "tls")
+    __slots__ = ("id", "vm", "src", "dst", "start_unix_s", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes", "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "options", "outcome", "detail", "timeout_action", "postcopy_switched", "heartbeat_before", "heartbeat_after", "integrity_pages", "integrity_bad", "mem_mib", "wss_mib", "dirty_mib_s", "forced", "tls", "guest_dirty_mib_s", "sampled_dirty_mib_s")
     ID_FIELD_NUMBER: _ClassVar[int]
     VM_FIELD_NUMBER: _ClassVar[int]
     SRC_FIELD_NUMBER: _ClassVar[int]
@@ -311,6 +311,8 @@ class MigrationRecord(_message.Message):
     DIRTY_MIB_S_FIELD_NUMBER: _ClassVar[int]
     FORCED_FIELD_NUMBER: _ClassVar[int]
     TLS_FIELD_NUMBER: _ClassVar[int]
+    GUEST_DIRTY_MIB_S_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_DIRTY_MIB_S_FIELD_NUMBER: _ClassVar[int]
     id: str
     vm: str
     src: str
@@ -339,7 +341,9 @@ class MigrationRecord(_message.Message):
     dirty_mib_s: float
     forced: bool
     tls: bool
-    def __init__(self, id: _Optional[str] = ..., vm: _Optional[str] = ..., src: _Optional[str] = ..., dst: _Optional[str] = ..., start_unix_s: _Optional[float] = ..., wall_ms: _Optional[float] = ..., time_elapsed_ms: _Optional[float] = ..., downtime_ms: _Optional[float] = ..., setup_time_ms: _Optional[float] = ..., data_total_bytes: _Optional[int] = ..., memory_processed_bytes: _Optional[int] = ..., memory_iteration: _Optional[int] = ..., memory_dirty_rate: _Optional[int] = ..., memory_bps: _Optional[int] = ..., options: _Optional[_Union[MigrationOptions, _Mapping]] = ..., outcome: _Optional[_Union[MigrationOutcome, str]] = ..., detail: _Optional[str] = ..., timeout_action: _Optional[str] = ..., postcopy_switched: _Optional[bool] = ..., heartbeat_before: _Optional[int] = ..., heartbeat_after: _Optional[int] = ..., integrity_pages: _Optional[int] = ..., integrity_bad: _Optional[int] = ..., mem_mib: _Optional[int] = ..., wss_mib: _Optional[int] = ..., dirty_mib_s: _Optional[float] = ..., forced: _Optional[bool] = ..., tls: _Optional[bool] = ...) -> None: ...
+    guest_dirty_mib_s: float
+    sampled_dirty_mib_s: float
+    def __init__(self, id: _Optional[str] = ..., vm: _Optional[str] = ..., src: _Optional[str] = ..., dst: _Optional[str] = ..., start_unix_s: _Optional[float] = ..., wall_ms: _Optional[float] = ..., time_elapsed_ms: _Optional[float] = ..., downtime_ms: _Optional[float] = ..., setup_time_ms: _Optional[float] = ..., data_total_bytes: _Optional[int] = ..., memory_processed_bytes: _Optional[int] = ..., memory_iteration: _Optional[int] = ..., memory_dirty_rate: _Optional[int] = ..., memory_bps: _Optional[int] = ..., options: _Optional[_Union[MigrationOptions, _Mapping]] = ..., outcome: _Optional[_Union[MigrationOutcome, str]] = ..., detail: _Optional[str] = ..., timeout_action: _Optional[str] = ..., postcopy_switched: _Optional[bool] = ..., heartbeat_before: _Optional[int] = ..., heartbeat_after: _Optional[int] = ..., integrity_pages: _Optional[int] = ..., integrity_bad: _Optional[int] = ..., mem_mib: _Optional[int] = ..., wss_mib: _Optional[int] = ..., dirty_mib_s: _Optional[float] = ..., forced: _Optional[bool] = ..., tls: _Optional[bool] = ..., guest_dirty_mib_s: _Optional[float] = ..., sampled_dirty_mib_s: _Optional[float] = ...) -> None: ...
 
 class MigrateVmRequest(_message.Message):
     __slots__ = ("name", "dest_host", "options")
