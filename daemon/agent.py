@@ -24,6 +24,7 @@ from cellbed.daemon.guest_channel import GuestChannel, GuestChannelError, GuestS
 from cellbed.domain.vm import REAL_VM_LIMITS, DomState, Hypervisor, VmSpec
 from cellbed.runtime.peers import PeerDirectory
 from cellbed.runtime.clock import Clock
+from cellbed.runtime.jsonl import JsonlStore
 from cellbed.runtime.transport import Transport
 from cellbed.daemon.host_view import HostView
 from cellbed.v1 import node_pb2 as npb
@@ -31,13 +32,15 @@ from cellbed.domain.constraints import constraints_match
 from cellbed.daemon.inventory import Reservation, VmEntry
 from cellbed.daemon.migration import MigrationMixin
 from cellbed.daemon.monitor import MonitorMixin
+from cellbed.daemon.journal import MigrationJournal
+from cellbed.daemon.reconcile import ReconcileMixin
 
 log = logging.getLogger(__name__)
 
 EVENT_BUFFER = 512
 
 
-class NodeAgent(MonitorMixin, MigrationMixin):
+class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
     """Built by :func:`cellbed.assembly.build_node`: clock, transport and backend come from the
     Env (wall clock, gRPC and libvirt on a real cell; virtual time, in-process and model backend
     on a model cell). Agents in the same process see the host through :meth:`view` and change it
@@ -72,16 +75,25 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         self.host_sample = npb.HostState()
         self.telemetry = None                              # set by main (MQTT publisher)
         # "" = keep records in memory only (model cells: thousands of agents, no files)
-        self._history_path = os.path.join(cfg.state_dir, "migrations.jsonl") if cfg.state_dir else ""
+        self._history = JsonlStore(os.path.join(cfg.state_dir, "migrations.jsonl")) if cfg.state_dir else None
+        self.journal = MigrationJournal(cfg.state_dir)    # disabled without a state_dir (model cells)
+        self.unresolved: dict[str, str] = {}               # open migration id -> why it is not finished
+        self._settling: set[str] = set()                   # outgoing ids being finished right now
+        self._finishing: dict[str, asyncio.Future] = {}    # incoming ids being verified right now
 
     # --- lifecycle ------------------------------------------------------------------
     async def start(self, first_sample_delay_s: float | None = None) -> None:
         if self.cfg.state_dir:
             os.makedirs(self.cfg.state_dir, exist_ok=True)
         self._load_history()
+        self.restore_journal()
         await self.hv.open()
         await self.sample()       # rebuilds the inventory from libvirt (restart safety)
+        self.mark_migrating()
         log.info("node %s: %d VM(s) found in libvirt", self.cfg.host, len(self.vms))
+        if self.journal.enabled:
+            await self.reconcile()
+            self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="reconcile"))
         self._tasks.append(asyncio.create_task(self._monitor(first_sample_delay_s), name="monitor"))
 
     async def stop(self) -> None:
@@ -96,22 +108,14 @@ class NodeAgent(MonitorMixin, MigrationMixin):
         await self.hv.close()
 
     def _load_history(self) -> None:
-        if not self._history_path:
-            return
-        try:
-            with open(self._history_path) as f:
-                for line in f:
-                    if line.strip():
-                        self.records.append(json_format.Parse(line, npb.MigrationRecord()))
-        except FileNotFoundError:
-            pass
+        if self._history is not None:
+            self.records.extend(self._history.read(lambda line: json_format.Parse(line, npb.MigrationRecord())))
 
     def _save_record(self, rec: npb.MigrationRecord) -> None:
+        """One final record per migration, on disk (fsync) before anyone is told."""
         self.records.append(rec)
-        if not self._history_path:
-            return
-        with open(self._history_path, "a") as f:
-            f.write(json_format.MessageToJson(rec, indent=None) + "\n")
+        if self._history is not None:
+            self._history.append(rec, lambda r: json_format.MessageToJson(r, indent=None))
 
     # --- events -----------------------------------------------------------------------
     def emit(self, kind: int, vm: str = "", detail: str = "", progress=None, record=None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -22,9 +23,10 @@ import libvirtaio
 
 from cellbed.domain import errors
 from cellbed.daemon import domxml
-from cellbed.domain.vm import (DomainSample, DomState, JobProgress, MigrationOptions, MigrationStats,
+from cellbed.domain.vm import (DomainSample, DomState, MigrationOptions, MigrationStats,
                                ProgressCallback, VmSpec, version_text)
 from cellbed.policy.migration.timeout import Action, JobWatch, needs_postcopy_flag
+from cellbed.daemon.job_watch import watch_job
 
 log = logging.getLogger(__name__)
 
@@ -57,45 +59,29 @@ _UNAVAILABLE = {libvirt.VIR_ERR_SYSTEM_ERROR, libvirt.VIR_ERR_RPC, libvirt.VIR_E
 def classify(err: libvirt.libvirtError, what: str) -> errors.CellbedError:
     code = err.get_error_code()
     msg = f"{what}: {err.get_error_message() or err}"
-    if code in _NOT_FOUND:
-        return errors.NotFound(msg)
-    if code == libvirt.VIR_ERR_DOM_EXIST:
-        return errors.AlreadyExists(msg)
-    if code in _INVALID:
-        return errors.InvalidArgument(msg)
-    if code == libvirt.VIR_ERR_OPERATION_ABORTED:
-        return errors.MigrationFailed(msg)
-    if code in _PRECONDITION:
-        return errors.FailedPrecondition(msg)
-    if code in _UNAVAILABLE:
-        return errors.Unavailable(msg)
-    if code == libvirt.VIR_ERR_OPERATION_TIMEOUT:
-        return errors.DeadlineExceeded(msg)
+    for codes, cls in ((_NOT_FOUND, errors.NotFound), ({libvirt.VIR_ERR_DOM_EXIST}, errors.AlreadyExists),
+                       (_INVALID, errors.InvalidArgument), ({libvirt.VIR_ERR_OPERATION_ABORTED}, errors.MigrationFailed),
+                       (_PRECONDITION, errors.FailedPrecondition), (_UNAVAILABLE, errors.Unavailable),
+                       ({libvirt.VIR_ERR_OPERATION_TIMEOUT}, errors.DeadlineExceeded)):
+        if code in codes:
+            return cls(msg)
     return errors.HypervisorError(msg)
 
 
 _STATE = {
-    libvirt.VIR_DOMAIN_RUNNING: DomState.RUNNING,
-    libvirt.VIR_DOMAIN_BLOCKED: DomState.RUNNING,
-    libvirt.VIR_DOMAIN_PAUSED: DomState.PAUSED,
-    libvirt.VIR_DOMAIN_SHUTDOWN: DomState.RUNNING,
-    libvirt.VIR_DOMAIN_SHUTOFF: DomState.SHUTOFF,
-    libvirt.VIR_DOMAIN_CRASHED: DomState.CRASHED,
+    libvirt.VIR_DOMAIN_RUNNING: DomState.RUNNING, libvirt.VIR_DOMAIN_BLOCKED: DomState.RUNNING,
+    libvirt.VIR_DOMAIN_PAUSED: DomState.PAUSED, libvirt.VIR_DOMAIN_SHUTDOWN: DomState.RUNNING,
+    libvirt.VIR_DOMAIN_SHUTOFF: DomState.SHUTOFF, libvirt.VIR_DOMAIN_CRASHED: DomState.CRASHED,
 }
 _PAUSED_REASON = {
-    libvirt.VIR_DOMAIN_PAUSED_MIGRATION: "migration",
-    libvirt.VIR_DOMAIN_PAUSED_STARTING_UP: "starting up",
-    libvirt.VIR_DOMAIN_PAUSED_POSTCOPY: "post-copy",
-    libvirt.VIR_DOMAIN_PAUSED_POSTCOPY_FAILED: "post-copy failed",
-    libvirt.VIR_DOMAIN_PAUSED_CRASHED: "panicked",
-    libvirt.VIR_DOMAIN_PAUSED_USER: "user",
+    libvirt.VIR_DOMAIN_PAUSED_MIGRATION: "migration", libvirt.VIR_DOMAIN_PAUSED_STARTING_UP: "starting up",
+    libvirt.VIR_DOMAIN_PAUSED_POSTCOPY: "post-copy", libvirt.VIR_DOMAIN_PAUSED_POSTCOPY_FAILED: "post-copy failed",
+    libvirt.VIR_DOMAIN_PAUSED_CRASHED: "panicked", libvirt.VIR_DOMAIN_PAUSED_USER: "user",
     libvirt.VIR_DOMAIN_PAUSED_IOERROR: "I/O error",
 }
 _RUNNING_REASON = {
-    libvirt.VIR_DOMAIN_RUNNING_MIGRATED: "migrated",
-    libvirt.VIR_DOMAIN_RUNNING_BOOTED: "booted",
-    libvirt.VIR_DOMAIN_RUNNING_UNPAUSED: "unpaused",
-    libvirt.VIR_DOMAIN_RUNNING_POSTCOPY: "post-copy",
+    libvirt.VIR_DOMAIN_RUNNING_MIGRATED: "migrated", libvirt.VIR_DOMAIN_RUNNING_BOOTED: "booted",
+    libvirt.VIR_DOMAIN_RUNNING_UNPAUSED: "unpaused", libvirt.VIR_DOMAIN_RUNNING_POSTCOPY: "post-copy",
     libvirt.VIR_DOMAIN_RUNNING_MIGRATION_CANCELED: "migration canceled",
 }
 
@@ -103,16 +89,13 @@ _RUNNING_REASON = {
 def _state(state: int, reason: int) -> tuple[DomState, str]:
     st = _STATE.get(state, DomState.OTHER)
     if st is DomState.CRASHED:
-        why = "panicked" if reason == libvirt.VIR_DOMAIN_CRASHED_PANICKED else "unknown"
-    elif st is DomState.PAUSED:
-        why = _PAUSED_REASON.get(reason, f"reason {reason}")
-        if reason == libvirt.VIR_DOMAIN_PAUSED_CRASHED:
-            st = DomState.CRASHED
-    elif st is DomState.RUNNING:
-        why = _RUNNING_REASON.get(reason, f"reason {reason}")
-    else:
-        why = f"reason {reason}"
-    return st, why
+        return st, "panicked" if reason == libvirt.VIR_DOMAIN_CRASHED_PANICKED else "unknown"
+    if st is DomState.PAUSED:
+        crashed = reason == libvirt.VIR_DOMAIN_PAUSED_CRASHED
+        return DomState.CRASHED if crashed else st, _PAUSED_REASON.get(reason, f"reason {reason}")
+    if st is DomState.RUNNING:
+        return st, _RUNNING_REASON.get(reason, f"reason {reason}")
+    return st, f"reason {reason}"
 
 
 class LibvirtBackend:
@@ -122,13 +105,8 @@ class LibvirtBackend:
                  layout: domxml.DomainLayout = domxml.DomainLayout(), cpu_model: str | None = None,
                  measure_dirty_rate: bool = True, progress_period_s: float = 0.5,
                  on_lifecycle: Callable[[str, DomState, str], None] | None = None) -> None:
-        self.uri = uri
-        self.accel = accel
-        self.image = image
-        self.layout = layout
-        self.cpu_model = cpu_model
-        self.measure_dirty_rate = measure_dirty_rate
-        self.progress_period_s = progress_period_s
+        self.uri, self.accel, self.image, self.layout, self.cpu_model = uri, accel, image, layout, cpu_model
+        self.measure_dirty_rate, self.progress_period_s = measure_dirty_rate, progress_period_s
         self.on_lifecycle = on_lifecycle
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="libvirt")
         self._conn: libvirt.virConnect | None = None
@@ -143,7 +121,15 @@ class LibvirtBackend:
         try:
             return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
         except libvirt.libvirtError as e:
-            raise classify(e, what) from e
+            err = classify(e, what)
+            if isinstance(err, errors.HypervisorError) and not self._alive():
+                err = errors.Unavailable(f"{what}: libvirtd connection lost ({e.get_error_message()})")
+            raise err from e
+
+    def _alive(self) -> bool:
+        with contextlib.suppress(libvirt.libvirtError):
+            return self._conn is not None and bool(self._conn.isAlive())
+        return False
 
     @property
     def conn(self) -> libvirt.virConnect:
@@ -159,20 +145,30 @@ class LibvirtBackend:
             None, libvirt.VIR_DOMAIN_EVENT_ID_JOB_COMPLETED, self._on_job_completed, None))
         self._callbacks.append(self.conn.domainEventRegisterAny(
             None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle, None))
-        hv = await self._call("getVersion", self.conn.getVersion)
-        lib = await self._call("getLibVersion", self.conn.getLibVersion)
-        self._versions = (version_text(hv), version_text(lib))
-        os.makedirs(self.layout.channel_dir, exist_ok=True)
-        os.makedirs(self.layout.console_dir, exist_ok=True)
+        self._versions = (version_text(await self._call("getVersion", self.conn.getVersion)),
+                          version_text(await self._call("getLibVersion", self.conn.getLibVersion)))
+        for d in (self.layout.channel_dir, self.layout.console_dir):
+            os.makedirs(d, exist_ok=True)
         log.info("libvirt %s open: QEMU %s, libvirt %s, accel %s", self.uri, *self._versions, self.accel)
+
+    async def ensure_open(self) -> None:
+        """Reopen the connection if libvirtd went away (killed, restarted); Unavailable while it is down."""
+        conn = self._conn
+        if self._alive():
+            return
+        if conn is not None:
+            log.warning("libvirt connection %s lost; reconnecting", self.uri)
+            self._callbacks.clear()
+            self._conn = None
+            with contextlib.suppress(libvirt.libvirtError):
+                conn.close()
+        await self.open()
 
     async def close(self) -> None:
         if self._conn is not None:
             for cb in self._callbacks:
-                try:
+                with contextlib.suppress(libvirt.libvirtError):
                     self._conn.domainEventDeregisterAny(cb)
-                except libvirt.libvirtError:
-                    pass
             self._callbacks.clear()
             conn, self._conn = self._conn, None
             await asyncio.get_running_loop().run_in_executor(self._pool, conn.close)
@@ -240,10 +236,8 @@ class LibvirtBackend:
                                     rss_bytes=int(st.get("balloon.rss", 0)) * 1024,
                                     dirty_rate_mib_s=dirty, incoming=incoming))
             if self.measure_dirty_rate and spec is not None and state is DomState.RUNNING:
-                try:  # page sampling over 1 s; read back on the next listing
+                with contextlib.suppress(libvirt.libvirtError):
                     dom.startDirtyRateCalc(1, 0)
-                except libvirt.libvirtError:
-                    pass  # e.g. a migration job holds the domain; measure next time
         return out
 
     async def list(self) -> list[DomainSample]:
@@ -253,6 +247,36 @@ class LibvirtBackend:
         def blocking():
             return _state(*self.conn.lookupByName(name).state())
         return await self._call(f"state of {name}", blocking)
+
+    async def domain_uuid(self, name: str) -> str:
+        return await self._call(f"UUID of {name}", lambda: self.conn.lookupByName(name).UUIDString())
+    async def locate(self, uuid: str, uri: str = "") -> tuple[DomState | None, str, bool]:
+        """Where the domain with *uuid* is, on this libvirt or (*uri*) another host's: (state or
+        None if absent, reason, an outgoing job still runs). Unavailable if that libvirtd is down."""
+        def blocking():
+            conn = libvirt.open(uri) if uri else self.conn
+            try:
+                dom = conn.lookupByUUIDString(uuid)
+                st, why = _state(*dom.state())
+                job = not uri and st is not DomState.SHUTOFF and dom.jobInfo()[0] in (
+                    libvirt.VIR_DOMAIN_JOB_BOUNDED, libvirt.VIR_DOMAIN_JOB_UNBOUNDED)
+                return st, why, job
+            finally:
+                if uri:
+                    conn.close()
+        try:
+            return await self._call(f"locate {uuid} on {uri or self.uri}", blocking)
+        except errors.NotFound:
+            return None, "no such domain", False
+        except errors.CellbedError as e:
+            raise errors.Unavailable(str(e)) from e
+
+    async def postcopy_resume(self, name: str, dest_uri: str, opts: MigrationOptions) -> None:
+        """Resume an interrupted post-copy migration (VIR_MIGRATE_POSTCOPY_RESUME)."""
+        flags, params, _ = self._flags(dataclasses.replace(opts, postcopy=True))
+        flags |= libvirt.VIR_MIGRATE_POSTCOPY | libvirt.VIR_MIGRATE_POSTCOPY_RESUME
+        await self._call(f"post-copy resume of {name}",
+                         lambda: self.conn.lookupByName(name).migrateToURI3(dest_uri, params, flags))
 
     # --- lifecycle --------------------------------------------------------------------
     async def start(self, spec: VmSpec) -> None:
@@ -264,10 +288,8 @@ class LibvirtBackend:
             try:
                 dom.create()
             except libvirt.libvirtError:
-                try:
+                with contextlib.suppress(libvirt.libvirtError):
                     dom.undefine()  # leave nothing half-made behind
-                except libvirt.libvirtError:
-                    pass
                 raise
             self._spec_cache[dom.UUIDString()] = spec
         try:
@@ -320,8 +342,7 @@ class LibvirtBackend:
         return stats
 
     @staticmethod
-    def _flags(opts: MigrationOptions) -> tuple[int, dict[str, Any], list[str]]:
-        """migrateToURI3's flags and typed parameters for *opts*, and their names for the log line."""
+    def _flags(opts: MigrationOptions) -> tuple[int, dict[str, Any], list[str]]:   # and names for the log
         flags = (libvirt.VIR_MIGRATE_LIVE | libvirt.VIR_MIGRATE_PEER2PEER
                  | libvirt.VIR_MIGRATE_PERSIST_DEST | libvirt.VIR_MIGRATE_UNDEFINE_SOURCE)
         names = ["live", "p2p", "persist-dest", "undefine-source"]
@@ -334,16 +355,12 @@ class LibvirtBackend:
             if on:
                 flags |= flag
                 names.append(name)
-        params: dict[str, Any] = {}
-        if opts.bandwidth_mib_s:
-            params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = int(opts.bandwidth_mib_s)
-            names.append(f"bandwidth={opts.bandwidth_mib_s}MiB/s")
-        if par:
-            params[libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS] = int(opts.parallel_connections)
-        if opts.compression:
-            params[libvirt.VIR_MIGRATE_PARAM_COMPRESSION] = "zlib" if par else "xbzrle"
-        if opts.max_downtime_ms:
-            names.append(f"max-downtime={opts.max_downtime_ms}ms")
+        params: dict[str, Any] = {k: v for k, v, on in (
+            (libvirt.VIR_MIGRATE_PARAM_BANDWIDTH, int(opts.bandwidth_mib_s), opts.bandwidth_mib_s),
+            (libvirt.VIR_MIGRATE_PARAM_PARALLEL_CONNECTIONS, int(opts.parallel_connections), par),
+            (libvirt.VIR_MIGRATE_PARAM_COMPRESSION, "zlib" if par else "xbzrle", opts.compression)) if on}
+        names += [f"bandwidth={opts.bandwidth_mib_s}MiB/s"] * bool(opts.bandwidth_mib_s)
+        names += [f"max-downtime={opts.max_downtime_ms}ms"] * bool(opts.max_downtime_ms)
         return flags, params, names
 
     async def _migrate_once(self, name: str, dest_uri: str, opts: MigrationOptions,
@@ -379,7 +396,7 @@ class LibvirtBackend:
                 params_done = await asyncio.wait_for(asyncio.shield(completed), timeout=5.0)
                 stats = MigrationStats.from_job_stats(params_done, "source JOB_COMPLETED event")
             except asyncio.TimeoutError:
-                stats = await self._dest_completed_stats(name, dest_uri)
+                stats = await self.dest_completed_stats(name, dest_uri)
             stats.wall_ms, stats.postcopy_switched, stats.timeout_action = wall_ms, w.switched, w.action_taken
             return stats
         finally:
@@ -389,51 +406,36 @@ class LibvirtBackend:
 
     async def _watch(self, name: str, dom, job, opts: MigrationOptions, on_progress: ProgressCallback | None,
                      t0: float, w: JobWatch) -> None:
-        """Poll the running job: progress to *on_progress*, and the completion-timeout policy
-        (switch to post-copy, abort, or abort for a retry with auto-converge)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            # Poll faster while a post-copy switch is pending: a short pre-copy pass is easy to miss.
-            period = 0.1 if (opts.postcopy and not w.switched) else self.progress_period_s
-            done, _ = await asyncio.wait({job}, timeout=period)
-            if done:
-                return
+        def stats():
             try:
-                st = await loop.run_in_executor(self._pool, dom.jobStats, 0)
+                st = dom.jobStats(0)
             except libvirt.libvirtError:
-                continue  # the job may just have ended
-            if st.get("type", 0) == libvirt.VIR_DOMAIN_JOB_NONE:
-                continue
-            if opts.max_downtime_ms and not w.downtime_set:
-                try:
-                    await loop.run_in_executor(self._pool, dom.migrateSetMaxDowntime, int(opts.max_downtime_ms), 0)
-                    w.downtime_set = True
-                except libvirt.libvirtError as e:
-                    log.debug("set max downtime during job: %s", e)
-            prog = JobProgress.from_job_stats(st, w.switched)
-            if on_progress is not None:
-                res = on_progress(prog)
-                if asyncio.iscoroutine(res):
-                    await res
-            await self._apply_policy(name, dom, w.decide(opts, prog, time.monotonic() - t0), w)
+                return None               # the job may just have ended
+            return None if st.get("type", 0) == libvirt.VIR_DOMAIN_JOB_NONE else st
+        await watch_job(job, opts, w, t0, on_progress, period_s=self.progress_period_s,
+                        stats=lambda: asyncio.get_running_loop().run_in_executor(self._pool, stats),
+                        set_downtime=lambda: self._quiet("set max downtime during job", dom.migrateSetMaxDowntime,
+                                                         int(opts.max_downtime_ms), 0),
+                        apply=lambda d: self._apply_policy(name, dom, d, w))
 
     async def _apply_policy(self, name: str, dom, d, w: JobWatch) -> None:
-        loop = asyncio.get_running_loop()
         if d.action is Action.SWITCH_POSTCOPY:
             log.info("migration of %s: switching to post-copy (%s)", name, d.why)
-            try:
-                await loop.run_in_executor(self._pool, dom.migrateStartPostCopy, 0)
-                w.switched = True
-            except libvirt.libvirtError as e:
-                log.warning("post-copy switch of %s failed: %s", name, e)
+            w.switched = await self._quiet(f"post-copy switch of {name}", dom.migrateStartPostCopy, 0) or w.switched
         elif d.action in (Action.ABORT, Action.ABORT_AND_RETRY_AUTO_CONVERGE):
             log.warning("migration of %s: %s -> %s", name, d.why, d.action.value)
-            try:
-                await loop.run_in_executor(self._pool, dom.abortJob)
-            except libvirt.libvirtError as e:
-                log.warning("abort of %s failed: %s", name, e)
+            await self._quiet(f"abort of {name}", dom.abortJob)
 
-    async def _dest_completed_stats(self, name: str, dest_uri: str) -> MigrationStats:
+    async def _quiet(self, what: str, fn: Callable, *args: Any) -> bool:
+        """A best-effort libvirt call during a job: False (logged) if libvirt refused it."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(fn, *args))
+            return True
+        except libvirt.libvirtError as e:
+            log.warning("%s failed: %s", what, e)
+            return False
+
+    async def dest_completed_stats(self, name: str, dest_uri: str) -> MigrationStats:
         def blocking():
             c = libvirt.open(dest_uri)
             try:
@@ -441,8 +443,8 @@ class LibvirtBackend:
             finally:
                 c.close()
         try:
-            st = await self._call("completed job stats on destination", blocking)
-            return MigrationStats.from_job_stats(st, "destination completed jobStats")
+            return MigrationStats.from_job_stats(await self._call("completed job stats on destination", blocking),
+                                                 "destination completed jobStats")
         except errors.CellbedError as e:
             log.warning("no completed-job statistics for %s: %s", name, e)
             return MigrationStats(source=f"unavailable: {e}")

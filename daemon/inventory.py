@@ -28,6 +28,8 @@ class Reservation:
     expires: float
     cpu_used: float = 0.0      # the task's usage on its source, cores (counted here while it moves)
     mem_used: float = 0.0      # MiB
+    expires_unix_s: float = 0.0   # the lease's expiry as the operator sees it (the journal keeps it)
+    since: float = 0.0            # monotonic time it was granted
 
 
 @dataclasses.dataclass

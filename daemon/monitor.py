@@ -19,6 +19,9 @@ class MonitorMixin:
 
     # --- measurement ---------------------------------------------------------------------
     async def sample(self) -> None:
+        ensure = getattr(self.hv, "ensure_open", None)    # reconnect after a libvirtd restart
+        if ensure is not None and self.journal.enabled:
+            await ensure()
         now = self.clock.monotonic()
         doms = await self.hv.list()
         seen = set()
@@ -95,6 +98,11 @@ class MonitorMixin:
             s.daemon_rss_mib = self._proc.memory_info().rss / 2**20
             s.daemon_cpu = self._proc.cpu_percent(None) / 100.0
         s.accel = self.hv.accel
+        if self.journal.enabled:
+            del s.leases[:]
+            s.leases.extend(self.leases())
+            del s.unresolved[:]
+            s.unresolved.extend(f"{mid}: {why}" for mid, why in self.unresolved.items())
         s.sampled_unix_s = self.clock.now()
         s.qemu_version, s.libvirt_version = self.hv.versions()
         if self.telemetry is not None:
@@ -107,7 +115,8 @@ class MonitorMixin:
             delay = self.cfg.monitor_period_s
             try:
                 await self.sample()
-                self._expire_reservations()
+                if not self.journal.enabled:   # otherwise leases end by reconciliation
+                    self._expire_reservations()
                 for fn in self._sample_listeners:
                     fn()
             except errors.CellbedError as e:

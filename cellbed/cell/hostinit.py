@@ -9,6 +9,7 @@ It records every PID it starts in HOSTDIR/pids.json.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -72,8 +73,17 @@ class _Host:
         os.replace(tmp, os.path.join(self.dir, "pids.json"))
 
 
-def supervise(host: _Host) -> subprocess.Popen | None:
-    """Run the node daemon, restarting it when it exits, until SIGTERM or SIGINT."""
+def start_libvirtd(host: _Host) -> subprocess.Popen:
+    libvirtd = subprocess.Popen(["libvirtd", "--listen", "-f", "/etc/libvirt/libvirtd.conf"],
+                                stdout=open(os.path.join(host.logs, "libvirtd.log"), "ab"), stderr=subprocess.STDOUT,
+                                preexec_fn=host.join_cgroup)
+    host.record("libvirtd", libvirtd)
+    return libvirtd
+
+
+def supervise(host: _Host, libvirtd: subprocess.Popen) -> tuple[subprocess.Popen | None, subprocess.Popen]:
+    """Run the node daemon, restarting it (and libvirtd) when it exits, until SIGTERM or SIGINT.
+    A restarted libvirtd finds its running QEMUs again (their state is under /run/libvirt)."""
     stopping = False
     daemon: subprocess.Popen | None = None
 
@@ -85,6 +95,15 @@ def supervise(host: _Host) -> subprocess.Popen | None:
     signal.signal(signal.SIGINT, on_term)
     restarts = 0
     while not stopping:
+        if libvirtd.poll() is not None:
+            print(f"libvirtd exited with {libvirtd.returncode}; restarting it", flush=True)
+            with contextlib.suppress(FileNotFoundError):   # a stale socket would look ready at once
+                os.unlink("/run/libvirt/libvirt-sock")
+            libvirtd = start_libvirtd(host)
+            try:
+                wait_socket("/run/libvirt/libvirt-sock", libvirtd, 60)
+            except SystemExit as e:
+                print(e, flush=True)
         if daemon is None or daemon.poll() is not None:
             if daemon is not None:
                 restarts += 1
@@ -98,7 +117,7 @@ def supervise(host: _Host) -> subprocess.Popen | None:
             daemon.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
             pass
-    return daemon
+    return daemon, libvirtd
 
 
 def stop_all(daemon: subprocess.Popen | None, libvirtd: subprocess.Popen, sshd: subprocess.Popen | None) -> None:
@@ -140,12 +159,9 @@ def main() -> None:
         if hd.get("bare"):   # no libvirtd, no node daemon: a playbook provisions them through sshd
             run_bare(sshd)
             return
-    libvirtd = subprocess.Popen(["libvirtd", "--listen", "-f", "/etc/libvirt/libvirtd.conf"],
-                                stdout=open(os.path.join(host.logs, "libvirtd.log"), "ab"), stderr=subprocess.STDOUT,
-                                preexec_fn=host.join_cgroup)
-    host.record("libvirtd", libvirtd)
+    libvirtd = start_libvirtd(host)
     wait_socket("/run/libvirt/libvirt-sock", libvirtd, 60)
-    daemon = supervise(host)
+    daemon, libvirtd = supervise(host, libvirtd)
     stop_all(daemon, libvirtd, sshd)
 
 

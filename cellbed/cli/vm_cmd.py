@@ -3,6 +3,7 @@ a cell's VMs and hosts through their node daemons."""
 from __future__ import annotations
 
 import asyncio
+import time
 import math
 import os
 
@@ -111,7 +112,15 @@ async def cmd_nodes(args) -> None:
              "vms": s.vm_count, "class": ASR_NAMES.get(s.asr_class, "?"), "mig_out": s.migrations_out,
              "mig_in": s.migrations_in,
              "daemon_rss": f"{s.daemon_rss_mib:.0f}", "daemon_cpu": f"{s.daemon_cpu * 100:.2f}%"} for s in states]
-    emit(args, [msg_dict(s) for s in states], table(rows, list(rows[0].keys()) if rows else []))
+    text = table(rows, list(rows[0].keys()) if rows else [])
+    leases = [{"host": s.host, "migration": le.migration_id, "vm": le.vm, "owner": le.owner,
+               "expires_in_s": f"{le.expires_unix_s - time.time():.0f}"} for s in states for le in s.leases]
+    if leases:
+        text += "\n\nleases (reservations for incoming migrations):\n" + table(leases, list(leases[0].keys()))
+    open_ = [f"{s.host}: {u}" for s in states for u in s.unresolved]
+    if open_:
+        text += "\n\nmigrations not finished yet (reconciling):\n" + "\n".join(open_)
+    emit(args, [msg_dict(s) for s in states], text)
 
 
 async def cmd_migrations(args) -> None:

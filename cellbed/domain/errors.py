@@ -75,3 +75,9 @@ def check_range(field: str, value: float, lo: float, hi: float, unit: str = "") 
         u = f" {unit}" if unit else ""
         reason = "not_finite" if isinstance(value, float) and not math.isfinite(value) else "out_of_range"
         raise InvalidArgument(f"{field}={value!r}{u} is out of range: allowed {lo}..{hi}{u}", reason=reason)
+
+
+class MigrationUnresolved(Unavailable):
+    """libvirt moved (or may have moved) the guest, but its end could not be confirmed yet (the
+    destination daemon or a libvirtd does not answer). The journal keeps the migration open and
+    reconciliation writes its one record later; nobody must release its reservation meanwhile."""

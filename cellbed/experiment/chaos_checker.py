@@ -150,6 +150,9 @@ def _records(s: Snapshot, running: dict[str, list[str]]) -> list[Violation]:
         else:
             r = finals[0]
             at = running.get(r.vm, [])
+            if r.outcome == "lost" and at:
+                out.append(Violation(s.step, "outcome_contradicts_location", mid,
+                                     f"record says lost but {r.vm} runs on {', '.join(sorted(at))}"))
             if len(at) != 1:
                 continue     # lost or duplicated: reported once, by check()
             want = r.dst if r.outcome == SUCCEEDED else r.src if r.outcome in ON_SOURCE else None

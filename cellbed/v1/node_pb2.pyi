@@ -33,6 +33,9 @@ class MigrationOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MIGRATION_OUTCOME_ABORTED: _ClassVar[MigrationOutcome]
     MIGRATION_OUTCOME_VERIFICATION_FAILED: _ClassVar[MigrationOutcome]
     MIGRATION_OUTCOME_REFUSED: _ClassVar[MigrationOutcome]
+    MIGRATION_OUTCOME_POSTCOPY_FAILED: _ClassVar[MigrationOutcome]
+    MIGRATION_OUTCOME_LOST: _ClassVar[MigrationOutcome]
+    MIGRATION_OUTCOME_DUPLICATED: _ClassVar[MigrationOutcome]
 
 class FaultKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -69,6 +72,9 @@ MIGRATION_OUTCOME_FAILED: MigrationOutcome
 MIGRATION_OUTCOME_ABORTED: MigrationOutcome
 MIGRATION_OUTCOME_VERIFICATION_FAILED: MigrationOutcome
 MIGRATION_OUTCOME_REFUSED: MigrationOutcome
+MIGRATION_OUTCOME_POSTCOPY_FAILED: MigrationOutcome
+MIGRATION_OUTCOME_LOST: MigrationOutcome
+MIGRATION_OUTCOME_DUPLICATED: MigrationOutcome
 FAULT_KIND_UNSPECIFIED: FaultKind
 FAULT_KIND_CORRUPT: FaultKind
 FAULT_KIND_PANIC: FaultKind
@@ -160,7 +166,7 @@ class HostCapacity(_message.Message):
     def __init__(self, cpu_cores: _Optional[float] = ..., mem_mib: _Optional[int] = ..., cpu_norm: _Optional[float] = ..., mem_norm: _Optional[float] = ...) -> None: ...
 
 class HostState(_message.Message):
-    __slots__ = ("host", "address", "capacity", "cpu_used_cores", "mem_alloc_mib", "cpu_req_cores", "vm_count", "migrations_out", "migrations_in", "cgroup_cpu_cores", "cgroup_mem_mib", "daemon_rss_mib", "daemon_cpu", "accel", "sampled_unix_s", "qemu_version", "libvirt_version", "mem_used_mib", "attributes", "asr_class")
+    __slots__ = ("host", "address", "capacity", "cpu_used_cores", "mem_alloc_mib", "cpu_req_cores", "vm_count", "migrations_out", "migrations_in", "cgroup_cpu_cores", "cgroup_mem_mib", "daemon_rss_mib", "daemon_cpu", "accel", "sampled_unix_s", "qemu_version", "libvirt_version", "mem_used_mib", "attributes", "asr_class", "leases", "unresolved")
     HOST_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +187,8 @@ class HostState(_message.Message):
     MEM_USED_MIB_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     ASR_CLASS_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    UNRESOLVED_FIELD_NUMBER: _ClassVar[int]
     host: str
     address: str
     capacity: HostCapacity
@@ -201,7 +209,21 @@ class HostState(_message.Message):
     mem_used_mib: float
     attributes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Attribute]
     asr_class: _common_pb2.AsrClass
-    def __init__(self, host: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[HostCapacity, _Mapping]] = ..., cpu_used_cores: _Optional[float] = ..., mem_alloc_mib: _Optional[int] = ..., cpu_req_cores: _Optional[float] = ..., vm_count: _Optional[int] = ..., migrations_out: _Optional[int] = ..., migrations_in: _Optional[int] = ..., cgroup_cpu_cores: _Optional[float] = ..., cgroup_mem_mib: _Optional[float] = ..., daemon_rss_mib: _Optional[float] = ..., daemon_cpu: _Optional[float] = ..., accel: _Optional[str] = ..., sampled_unix_s: _Optional[float] = ..., qemu_version: _Optional[str] = ..., libvirt_version: _Optional[str] = ..., mem_used_mib: _Optional[float] = ..., attributes: _Optional[_Iterable[_Union[_common_pb2.Attribute, _Mapping]]] = ..., asr_class: _Optional[_Union[_common_pb2.AsrClass, str]] = ...) -> None: ...
+    leases: _containers.RepeatedCompositeFieldContainer[Lease]
+    unresolved: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, host: _Optional[str] = ..., address: _Optional[str] = ..., capacity: _Optional[_Union[HostCapacity, _Mapping]] = ..., cpu_used_cores: _Optional[float] = ..., mem_alloc_mib: _Optional[int] = ..., cpu_req_cores: _Optional[float] = ..., vm_count: _Optional[int] = ..., migrations_out: _Optional[int] = ..., migrations_in: _Optional[int] = ..., cgroup_cpu_cores: _Optional[float] = ..., cgroup_mem_mib: _Optional[float] = ..., daemon_rss_mib: _Optional[float] = ..., daemon_cpu: _Optional[float] = ..., accel: _Optional[str] = ..., sampled_unix_s: _Optional[float] = ..., qemu_version: _Optional[str] = ..., libvirt_version: _Optional[str] = ..., mem_used_mib: _Optional[float] = ..., attributes: _Optional[_Iterable[_Union[_common_pb2.Attribute, _Mapping]]] = ..., asr_class: _Optional[_Union[_common_pb2.AsrClass, str]] = ..., leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., unresolved: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("migration_id", "vm", "owner", "expires_unix_s")
+    MIGRATION_ID_FIELD_NUMBER: _ClassVar[int]
+    VM_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    migration_id: str
+    vm: str
+    owner: str
+    expires_unix_s: float
+    def __init__(self, migration_id: _Optional[str] = ..., vm: _Optional[str] = ..., owner: _Optional[str] = ..., expires_unix_s: _Optional[float] = ...) -> None: ...
 
 class StartVmRequest(_message.Message):
     __slots__ = ("spec",)
@@ -282,7 +304,7 @@ class MigrationOptions(_message.Message):
     def __init__(self, bandwidth_mib_s: _Optional[int] = ..., max_downtime_ms: _Optional[int] = ..., auto_converge: _Optional[bool] = ..., postcopy: _Optional[bool] = ..., compression: _Optional[bool] = ..., parallel_connections: _Optional[int] = ..., completion_timeout_s: _Optional[float] = ..., timeout_policy: _Optional[_Union[TimeoutPolicy, str]] = ..., tls: _Optional[bool] = ...) -> None: ...
 
 class MigrationRecord(_message.Message):
-    __slots__ = ("id", "vm", "src", "dst", "start_unix_s", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes", "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "options", "outcome", "detail", "timeout_action", "postcopy_switched", "heartbeat_before", "heartbeat_after", "integrity_pages", "integrity_bad", "mem_mib", "wss_mib", "dirty_mib_s", "forced", "tls", "guest_dirty_mib_s", "sampled_dirty_mib_s")
+    __slots__ = ("id", "vm", "src", "dst", "start_unix_s", "wall_ms", "time_elapsed_ms", "downtime_ms", "setup_time_ms", "data_total_bytes", "memory_processed_bytes", "memory_iteration", "memory_dirty_rate", "memory_bps", "options", "outcome", "detail", "timeout_action", "postcopy_switched", "heartbeat_before", "heartbeat_after", "integrity_pages", "integrity_bad", "mem_mib", "wss_mib", "dirty_mib_s", "forced", "tls", "guest_dirty_mib_s", "sampled_dirty_mib_s", "reconciled", "hint")
     ID_FIELD_NUMBER: _ClassVar[int]
     VM_FIELD_NUMBER: _ClassVar[int]
     SRC_FIELD_NUMBER: _ClassVar[int]
@@ -313,6 +335,8 @@ class MigrationRecord(_message.Message):
     TLS_FIELD_NUMBER: _ClassVar[int]
     GUEST_DIRTY_MIB_S_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_DIRTY_MIB_S_FIELD_NUMBER: _ClassVar[int]
+    RECONCILED_FIELD_NUMBER: _ClassVar[int]
+    HINT_FIELD_NUMBER: _ClassVar[int]
     id: str
     vm: str
     src: str
@@ -343,7 +367,9 @@ class MigrationRecord(_message.Message):
     tls: bool
     guest_dirty_mib_s: float
     sampled_dirty_mib_s: float
-    def __init__(self, id: _Optional[str] = ..., vm: _Optional[str] = ..., src: _Optional[str] = ..., dst: _Optional[str] = ..., start_unix_s: _Optional[float] = ..., wall_ms: _Optional[float] = ..., time_elapsed_ms: _Optional[float] = ..., downtime_ms: _Optional[float] = ..., setup_time_ms: _Optional[float] = ..., data_total_bytes: _Optional[int] = ..., memory_processed_bytes: _Optional[int] = ..., memory_iteration: _Optional[int] = ..., memory_dirty_rate: _Optional[int] = ..., memory_bps: _Optional[int] = ..., options: _Optional[_Union[MigrationOptions, _Mapping]] = ..., outcome: _Optional[_Union[MigrationOutcome, str]] = ..., detail: _Optional[str] = ..., timeout_action: _Optional[str] = ..., postcopy_switched: _Optional[bool] = ..., heartbeat_before: _Optional[int] = ..., heartbeat_after: _Optional[int] = ..., integrity_pages: _Optional[int] = ..., integrity_bad: _Optional[int] = ..., mem_mib: _Optional[int] = ..., wss_mib: _Optional[int] = ..., dirty_mib_s: _Optional[float] = ..., forced: _Optional[bool] = ..., tls: _Optional[bool] = ..., guest_dirty_mib_s: _Optional[float] = ..., sampled_dirty_mib_s: _Optional[float] = ...) -> None: ...
+    reconciled: bool
+    hint: str
+    def __init__(self, id: _Optional[str] = ..., vm: _Optional[str] = ..., src: _Optional[str] = ..., dst: _Optional[str] = ..., start_unix_s: _Optional[float] = ..., wall_ms: _Optional[float] = ..., time_elapsed_ms: _Optional[float] = ..., downtime_ms: _Optional[float] = ..., setup_time_ms: _Optional[float] = ..., data_total_bytes: _Optional[int] = ..., memory_processed_bytes: _Optional[int] = ..., memory_iteration: _Optional[int] = ..., memory_dirty_rate: _Optional[int] = ..., memory_bps: _Optional[int] = ..., options: _Optional[_Union[MigrationOptions, _Mapping]] = ..., outcome: _Optional[_Union[MigrationOutcome, str]] = ..., detail: _Optional[str] = ..., timeout_action: _Optional[str] = ..., postcopy_switched: _Optional[bool] = ..., heartbeat_before: _Optional[int] = ..., heartbeat_after: _Optional[int] = ..., integrity_pages: _Optional[int] = ..., integrity_bad: _Optional[int] = ..., mem_mib: _Optional[int] = ..., wss_mib: _Optional[int] = ..., dirty_mib_s: _Optional[float] = ..., forced: _Optional[bool] = ..., tls: _Optional[bool] = ..., guest_dirty_mib_s: _Optional[float] = ..., sampled_dirty_mib_s: _Optional[float] = ..., reconciled: _Optional[bool] = ..., hint: _Optional[str] = ...) -> None: ...
 
 class MigrateVmRequest(_message.Message):
     __slots__ = ("name", "dest_host", "options")

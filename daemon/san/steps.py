@@ -177,7 +177,8 @@ class StepsMixin:
         except errors.CellbedError as exc:
             self.counters["migrations_failed"] += 1
             self._step(neg, "failed", a.host, str(exc), forced=a.forced)
-            await self._release(a.host, mid, name)
+            if not isinstance(exc, errors.MigrationUnresolved):   # else the guest may be there: reconciliation ends it
+                await self._release(a.host, mid, name)
             if name not in self.view.vms:
                 self._finish(neg, "failed", "the task left this host")
                 return DONE_FAILED

@@ -399,9 +399,13 @@ async def test_finish_incoming_not_migrated_releases_reservation(node):
     assert not fin.verified and "released" in fin.detail
     st = await host_state(node)
     assert (st.mem_alloc_mib, st.cpu_req_cores, st.migrations_in, st.vm_count) == (0, 0.0, 0, 0)
-    # released once: the id is gone
-    await raises(node, errors.NotFound, "FinishIncoming",
-                 npb.FinishIncomingRequest(migration_id="m1", name="in", migrated=False))
+    # FinishIncoming is idempotent (issue 12): asked again, it gives the first answer and changes nothing
+    again = await node.client.call("FinishIncoming", npb.FinishIncomingRequest(
+        migration_id="m1", name="in", migrated=False))
+    assert (again.verified, again.detail) == (fin.verified, fin.detail)
+    assert (await host_state(node)).migrations_in == 0
+    await raises(node, errors.NotFound, "FinishIncoming",          # an id never reserved is still unknown
+                 npb.FinishIncomingRequest(migration_id="m9", name="in", migrated=False))
     # and the capacity is usable again: 1024 MiB fits on the empty host
     await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
         spec=spec(1024, 1, 0.5), src_host="h2", migration_id="m2"))

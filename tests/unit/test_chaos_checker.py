@@ -53,6 +53,8 @@ PLANTED = [
     ("unrecorded QEMU", lambda s: s.found.add("qemu:99"), [("unrecorded_resource", "qemu:99")]),
     ("listed, not running", lambda s: s.libvirt.update(h2=[Domain("a", "u-a", running=False)]),
      [("unlisted", "a")]),
+    ("lost but running", lambda s: s.records.__setitem__(0, dataclasses.replace(s.records[0], outcome="lost")),
+     [("outcome_contradicts_location", "m1")]),
     ("runs here, listed there", lambda s: (s.daemons.update(h2=[]), s.daemons["h1"].append("a")),
      [("misplaced", "a")]),
 ]
