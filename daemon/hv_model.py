@@ -18,7 +18,7 @@ from cellbed.domain import errors
 from cellbed.daemon.guest_channel import FaultReport, GuestStatus, IntegrityReport
 from cellbed.domain.vm import (MODEL_LIMITS, DomainSample, DomState, MigrationOptions, MigrationStats,
                                        VmSpec)
-from cellbed.policy.migration.cost import MIB, PrecopyParams, precopy
+from cellbed.policy.migration.cost import MIB, PrecopyParams, estimate, link_bandwidth
 from cellbed.daemon.guest_channel import GuestTimeout
 
 
@@ -251,13 +251,13 @@ class ModelHypervisor:
         if dest not in self.fabric.backends or dest == self.host:
             raise errors.MigrationFailed(f"model migration of {name}: no model host {dest!r}")
         p = self.fabric.cost
-        if opts.bandwidth_mib_s or opts.max_downtime_ms:
-            p = dataclasses.replace(p, bandwidth_mib_s=opts.bandwidth_mib_s or p.bandwidth_mib_s,
-                                    max_downtime_ms=opts.max_downtime_ms or p.max_downtime_ms)
         dirty = t.spec.dirty_mib_s
-        cost = precopy(t.spec.mem_mib, t.spec.wss_mib, math.inf if math.isinf(dirty) else dirty, p)
+        cost = estimate(t.spec.mem_mib, t.spec.wss_mib, math.inf if math.isinf(dirty) else dirty, p,
+                        bandwidth_limit_mib_s=opts.bandwidth_mib_s, max_downtime_ms=opts.max_downtime_ms,
+                        auto_converge=opts.auto_converge, postcopy=opts.postcopy)
         fail = self.fabric.rng.random() < self.fabric.migration_failure_prob
-        job = asyncio.ensure_future(self.clock.sleep(cost.total_ms / 1000.0 * (0.5 if fail else 1.0)))
+        # the migrate call lasts wall_ms: a calibrated model adds the destination's start to libvirt's time
+        job = asyncio.ensure_future(self.clock.sleep(cost.wall_ms / 1000.0 * (0.5 if fail else 1.0)))
         self._migrations[name] = job
         try:
             await job
@@ -280,9 +280,10 @@ class ModelHypervisor:
         self.fabric.bytes_moved += cost.bytes
         return MigrationStats(time_elapsed_ms=cost.total_ms, downtime_ms=cost.downtime_ms,
                               setup_time_ms=p.setup_ms, data_total_bytes=cost.bytes,
-                              memory_processed_bytes=cost.bytes, memory_iteration=cost.rounds,
+                              memory_processed_bytes=cost.bytes, memory_iteration=cost.iterations,
                               memory_dirty_rate=int(0 if math.isinf(dirty) else dirty * MIB),
-                              memory_bps=int(p.bandwidth_mib_s * MIB), wall_ms=cost.total_ms, source="model")
+                              memory_bps=int(link_bandwidth(p, opts.bandwidth_mib_s) * MIB), wall_ms=cost.wall_ms,
+                              postcopy_switched=cost.postcopy_switched, source="model")
 
     async def abort_migration(self, name: str) -> None:
         job = self._migrations.get(name)

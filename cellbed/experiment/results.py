@@ -171,12 +171,15 @@ def runtime_versions(qemu_binary: str = "qemu-system-x86_64") -> dict[str, str |
 def build_manifest(scenario: Any, *, git_revision: str | None = None,
                    versions: Mapping[str, str | None] | None = None,
                    stages: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None,
-                   created_unix_s: float | None = None) -> dict[str, Any]:
+                   created_unix_s: float | None = None,
+                   migration_calibration: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The content of manifest.json.
 
     *scenario* is a :class:`~cellbed.experiment.scenario.Scenario` (or the dict of its
     ``as_manifest()``).  *stages* adds or replaces stage policies the runner decides (e.g.
     ``{"T11": "requeue tasks of a removed node"}``).  *extra* is kept under ``"extra"``.
+    *migration_calibration* (the cost model's calibration file the scenario named: path, SHA-256,
+    version, held-out errors) is kept under ``"migration_calibration"``, None without one.
     """
     sc = dict(scenario.as_manifest() if hasattr(scenario, "as_manifest") else scenario)
     st = dict(sc.pop("stages", {}) or {})
@@ -191,6 +194,7 @@ def build_manifest(scenario: Any, *, git_revision: str | None = None,
         "versions": dict(versions or {}),
         "stages": st,
         "scenario": sc,
+        "migration_calibration": dict(migration_calibration) if migration_calibration is not None else None,
         "extra": dict(extra or {}),
     }
 

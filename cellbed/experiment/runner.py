@@ -44,7 +44,9 @@ from cellbed.experiment.scenario import Scenario
 from cellbed.model.cell import ModelCell
 from cellbed.model.megha import megha_cell
 from cellbed.model.megha_stream import CPU_SCALE_CORES, MEM_SCALE_MIB
-from cellbed.model.params import END_WITH_HOST_S, MASB_FRONTENDS, MEGHA_FRONTENDS, ModelCellParams, Summary
+from cellbed.model.params import (END_WITH_HOST_S, MASB_FRONTENDS, MEGHA_FRONTENDS, ModelCellParams, Summary,
+                                  migration_calibration)
+from cellbed.policy.migration.costfile import CalibrationFile
 from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.policy.scores.gpa import GpaParams
 from cellbed.runtime.clock import run_virtual
@@ -148,9 +150,12 @@ def _megha_params(sc: Scenario) -> ModelCellParams:
         tick_s=sc.run.tick_s, machines="stream" if sc.workload.source == "trace" else "homogeneous").validate()
 
 
-def model_cell_params(sc: Scenario) -> ModelCellParams:
-    """The ModelCellParams of a model-cell scenario (every knob from the scenario)."""
-    return _masb_params(sc) if sc.policy.frontend in MASB_FRONTENDS else _megha_params(sc)
+def model_cell_params(sc: Scenario, calibration: CalibrationFile | None = None) -> ModelCellParams:
+    """The ModelCellParams of a model-cell scenario (every knob from the scenario; the migration
+    cost from *calibration*, else from the file that ``migration.calibration`` names)."""
+    p = _masb_params(sc) if sc.policy.frontend in MASB_FRONTENDS else _megha_params(sc)
+    cal = calibration or migration_calibration(sc.migration.calibration)
+    return dataclasses.replace(p, cost=cal.params) if cal is not None else p
 
 
 def _plain(x: Any) -> Any:
@@ -168,7 +173,8 @@ class ModelDriver:
 
     def __init__(self, sc: Scenario) -> None:
         self.sc = sc
-        self.params = model_cell_params(sc)
+        self.calibration = migration_calibration(sc.migration.calibration)
+        self.params = model_cell_params(sc, self.calibration)
         self.masb = sc.policy.frontend in MASB_FRONTENDS
         self.kind = "model-masb" if self.masb else "model-megha"
         self.profile: ProfileWindow | None = None
@@ -329,8 +335,10 @@ def run_scenario(sc: Scenario, out: str | Path, *, progress: TextIO | None = sys
             raise errors.FailedPrecondition(
                 f"--profile: only model cells can be profiled by window (this scenario runs the {drv.kind} driver)")
         drv.profile = ProfileWindow(profile[0], profile[1], out)
+    cal = getattr(drv, "calibration", None) or migration_calibration(sc.migration.calibration)
     manifest = build_manifest(sc, git_revision=git_revision(repo or REPO), versions=runtime_versions(),
-                              stages=drv.stages(), extra=drv.extra())
+                              stages=drv.stages(), extra=drv.extra(),
+                              migration_calibration=cal.record() if cal is not None else None)
     bar = Progress(progress, sc.run.duration_s, sc.run.name)
     w = ResultsWriter(out, manifest, overwrite=overwrite)
     prev = _sigterm_unwinds(w, isinstance(drv, ModelDriver))

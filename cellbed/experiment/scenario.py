@@ -1,6 +1,6 @@
 """Scenario files: the TOML that names one experiment (DESIGN §10.4, §13).
 
-A scenario has four tables::
+A scenario has five tables::
 
     [cell]        model cell of N nodes, or a real cell of H hosts
     [workload]    generator (params → GeneratorConfig) or GCD trace (+ TraceOptions),
@@ -8,6 +8,7 @@ A scenario has four tables::
     [policy]      the policy at every stage: front-end, fit test, scores, SAN and its
                   constants, Megha's GMs/LMs/shares, sampling probes
     [run]         duration, tick, seed, name
+    [migration]   the migration cost model's calibration file (model cells)
 
 Every key has a default (the papers' value where there is one; ``[RECON]`` where
 there is none), a unit in its name or doc, and a validator.  Bad values and
@@ -54,6 +55,7 @@ from cellbed.experiment.scenario_sections import (
     FIT_NAMES,
     FRONTENDS,
     MeghaSection,
+    MigrationSection,
     PolicySection,
     RealScaleSection,
     RunSection,
@@ -70,6 +72,7 @@ __all__ = [
     "FIT_NAMES",
     "KeyDoc",
     "MeghaSection",
+    "MigrationSection",
     "PolicySection",
     "RealScaleSection",
     "RunSection",
@@ -113,6 +116,7 @@ class Scenario:
     workload: WorkloadSection = section(WorkloadSection, "the workload")
     policy: PolicySection = section(PolicySection, "the policy at every stage")
     run: RunSection = section(RunSection, "run length, tick, seed, name")
+    migration: MigrationSection = section(MigrationSection, "the migration cost model's calibration")
 
     def __post_init__(self) -> None:
         w, c, p = self.workload, self.cell, self.policy
@@ -175,6 +179,8 @@ class Scenario:
         of the reference architecture (seed 002's warning: write every stage's policy down).
         """
         m = plain(self, drop_none=False)
+        if not self.migration.calibration:
+            del m["migration"]      # the default: manifests (and sweeps' scenario hashes) stay as before the key
         if self.workload.source == "generator":
             m["workload"]["generator_resolved"] = plain(self.generator_config(), drop_none=False)
         else:
@@ -332,6 +338,10 @@ def parse_scenario(data: Mapping[str, Any] | str, overrides: Sequence[str] = (),
             if not p.is_absolute():
                 raw["workload"] = dict(raw["workload"])
                 raw["workload"]["trace"] = dict(tr, path=str((Path(base_dir) / p).resolve()))
+        mig = raw.get("migration")
+        if isinstance(mig, Mapping) and isinstance(mig.get("calibration"), str) and mig["calibration"]:
+            if not Path(mig["calibration"]).is_absolute():
+                raw["migration"] = dict(mig, calibration=str((Path(base_dir) / mig["calibration"]).resolve()))
     if default_name:
         run = raw.get("run", {})
         if isinstance(run, Mapping) and not run.get("name"):

@@ -201,6 +201,18 @@ class PolicySection:
 
 
 @dataclass(frozen=True)
+class MigrationSection:
+    """``[migration]``: the cost of a model cell's migrations."""
+
+    calibration: str = knob("", "calibration file of the migration cost model (JSON, written by cellctl bench "
+                                "migration --fit); relative paths are taken from the scenario file's folder; "
+                                "checked before the run (missing, unreadable or of another version: refused); "
+                                "the manifest records its path and SHA-256. Model cells take their migrations' "
+                                "time, bytes, downtime and iterations from it; a real cell's are real. "
+                                "Empty = the uncalibrated pre-copy model")
+
+
+@dataclass(frozen=True)
 class RunSection:
     """``[run]``: length, granularity, seed and name."""
 

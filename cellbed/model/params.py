@@ -7,6 +7,7 @@ from cellbed.controller.megha.params import CostModel
 from cellbed.daemon.san import SanConfig
 from cellbed.domain.errors import InvalidArgument, check_range
 from cellbed.policy.masb.broker_select import BrokerParams
+from cellbed.policy.migration import costfile
 from cellbed.policy.migration.cost import PrecopyParams
 from cellbed.metrics.rows import MigrationRow, TickRow
 from cellbed.workload.generator import DEFAULT_ATTRIBUTE_PROBS
@@ -25,6 +26,13 @@ MIN_HOST_CPU = 0.01
 MIN_HOST_MEM_MIB = 64
 """The smallest host a NodeConfig allows: a stream machine with less (an empty GCD capacity
 field) gets this."""
+
+
+def migration_calibration(path: str) -> costfile.CalibrationFile | None:
+    """The migration cost model's calibration file that a scenario names (``migration.calibration``),
+    read and checked (InvalidArgument naming the file: missing, unreadable, another version, a bad
+    parameter); None when it names none. Its ``params`` become ``ModelCellParams.cost``."""
+    return costfile.read(path) if path else None
 
 
 @dataclasses.dataclass(frozen=True)
