@@ -60,6 +60,7 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
         self.channels: dict[str, GuestChannel] = {}
         self.migrating: dict[str, str] = {}                # vm -> migration id (outgoing)
         self.discarding: set[str] = set()                  # VMs whose failed start is being undone
+        self.departed: dict[str, float] = {}               # VM -> when it migrated away (sample must not re-adopt)
         self._undoing: set[str] = set()                    # ...and of those, the ones being removed right now
         self.records: list[npb.MigrationRecord] = []
         self._events: deque[npb.Event] = deque(maxlen=EVENT_BUFFER)

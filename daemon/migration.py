@@ -133,6 +133,7 @@ class MigrationMixin:
         record is final. Raises MigrationUnresolved while the destination daemon does not answer."""
         name, dest = rec.vm, rec.dst
         self.vms.pop(name, None)
+        self.departed[name] = self.clock.monotonic()
         await self._drop_channel(name)
         if stale_here:        # a leftover definition or paused copy: a source never keeps one
             try:

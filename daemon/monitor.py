@@ -24,6 +24,7 @@ class MonitorMixin:
             await ensure()
         now = self.clock.monotonic()
         doms = await self.hv.list()
+        departed = {n for n, t in self.departed.items() if t >= now}   # left while we were listing: stale
         seen = set()
         for d in doms:
             if d.spec is None:
@@ -31,8 +32,8 @@ class MonitorMixin:
             seen.add(d.name)
             e = self.vms.get(d.name)
             if e is None:
-                if d.name in self.discarding:
-                    continue          # a failed start being undone: never adopt it back
+                if d.name in self.discarding or d.name in departed:
+                    continue          # a failed start being undone, or a VM that just migrated away
                 if d.incoming or d.state is DomState.SHUTOFF:
                     continue
                 if any(r.spec.name == d.name for r in self.incoming.values()):
@@ -49,6 +50,7 @@ class MonitorMixin:
                 self.emit(npb.EVENT_KIND_VM_CRASHED, d.name, d.reason)
             if e.reason != "starting":
                 e.state, e.reason = d.state, d.reason
+        self.departed = {n: t for n, t in self.departed.items() if t >= now}
         for name in [n for n in self.discarding if n not in self._undoing]:
             if name not in seen:
                 self.discarding.discard(name)                 # its domain is gone

@@ -24,7 +24,7 @@ from cellbed.daemon.migration_record import fill_stats
 log = logging.getLogger(__name__)
 
 RECONCILE_PERIOD_S = 2.0
-LEASE_GRACE_S = 30.0      # a lease younger than this may belong to a migration about to start (SAN step 5)
+LEASE_GRACE_S = 10.0      # a lease younger than this may belong to a migration about to start (SAN step 5)
 _OUTCOME = {Decision.POSTCOPY_FAILED: npb.MIGRATION_OUTCOME_POSTCOPY_FAILED, Decision.LOST: npb.MIGRATION_OUTCOME_LOST,
             Decision.DUPLICATED: npb.MIGRATION_OUTCOME_DUPLICATED}
 
@@ -112,8 +112,13 @@ class ReconcileMixin:
         rec.outcome, rec.hint = _OUTCOME[d], hint(d, self.cfg.host, o.peer, src, dst)
         rec.detail = (rec.detail + "; " if rec.detail else "") + f"here {src.detail}, on {o.peer} {dst.detail}"
         if d is Decision.LOST:
+            await self._release_remote(o.peer, o.mid, o.vm)
             self.vms.pop(o.vm, None)
             await self._drop_channel(o.vm)
+            try:                          # its dead definition must not come back as a VM
+                await self.hv.stop(o.vm)
+            except errors.CellbedError:
+                pass
         self._final(rec)
         return rec
 
@@ -174,8 +179,9 @@ class ReconcileMixin:
             if here.where is Where.ABSENT:
                 try:
                     resp = await self.transport.request(r.src, "NodeAgent/ListVms", npb.ListVmsRequest(), timeout=3.0)
-                    source_has_it = any(v.spec.name == name and v.state != npb.VM_STATE_MIGRATING_OUT
-                                        for v in resp.vms)
+                    # the source answered and is not migrating it (it has it back, or it is gone): over
+                    source_has_it = not any(v.spec.name == name and v.state == npb.VM_STATE_MIGRATING_OUT
+                                            for v in resp.vms)
                 except errors.CellbedError:
                     pass
             ld = decide_lease(here, r.expires < now, source_has_it)

@@ -265,9 +265,9 @@ def _start_mosquitto(rec: Recorder, sdir: str, plan: CellPlan, san: bool, lm_of:
     agents.write_acl(sdir, plan.name, rec.state["mqtt_acl"])
     with open(conf, "w") as f:
         f.write(mqtt_conf.mosquitto_conf(plan.bridge_address, cell_pki.files(rec.state, cell_pki.MQTT_SERVER), acl))
-    res = rec.add(kind="process", name="mosquitto")
-    p = subprocess.Popen(["mosquitto", "-c", conf], stdout=open(os.path.join(sdir, "mosquitto.log"), "ab"),
-                         stderr=subprocess.STDOUT, start_new_session=True)
+    argv, logf = ["mosquitto", "-c", conf], os.path.join(sdir, "mosquitto.log")
+    res = rec.add(kind="process", name="mosquitto", argv=argv, log=logf)    # argv: cellbed/cell/restart.py
+    p = subprocess.Popen(argv, stdout=open(logf, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     res.update(procs.proc_identity(p.pid))
     rec.flush()
 
@@ -283,10 +283,9 @@ def _start_broker(rec: Recorder, sdir: str, plan: CellPlan, peers_file: str) -> 
                 f'metrics_port = {prom_sd.BROKER_METRICS_PORT}\n'
                 + "".join(f"{k} = {json.dumps(v)}\n" for k, v in
                           cell_pki.config_lines(cell_pki.files(rec.state, Role.BROKER, "ba1")).items()))
-    res = rec.add(kind="process", name="broker")
-    p = subprocess.Popen([sys.executable, "-m", "cellbed.broker.main", "--config", conf],
-                         stdout=open(os.path.join(sdir, "broker.log"), "ab"), stderr=subprocess.STDOUT,
-                         start_new_session=True)
+    argv, logf = [sys.executable, "-m", "cellbed.broker.main", "--config", conf], os.path.join(sdir, "broker.log")
+    res = rec.add(kind="process", name="broker", argv=argv, log=logf)
+    p = subprocess.Popen(argv, stdout=open(logf, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
     res.update(procs.proc_identity(p.pid))
     rec.state["broker"] = f"{plan.bridge_address}:{BROKER_PORT}"
     prom_sd.add_target(rec.state, "broker", plan.bridge_address, prom_sd.BROKER_METRICS_PORT, agent="ba1",

@@ -1,7 +1,7 @@
 """cellctl: the Cellbed command line. Every command takes --json; tables by default.
 
 The verbs' arguments are in cellbed/cli/parser.py; each verb runs a function of one sub-command
-module (cell_cmd, vm_cmd, bench, run_cmd, report_cmd, sweep_cmd, masb_cmd, megha_cmd), which is imported
+module (cell_cmd, vm_cmd, bench, run_cmd, report_cmd, sweep_cmd, chaos_cmd, masb_cmd, megha_cmd), which is imported
 only when that verb runs: `cellctl --help` and the light verbs start without importing numpy,
 matplotlib and the agents.
 """
@@ -37,6 +37,8 @@ def _module(name: str) -> ModuleType:
         from cellbed.cli import report_cmd as mod
     elif name == "sweep_cmd":
         from cellbed.cli import sweep_cmd as mod
+    elif name == "chaos_cmd":
+        from cellbed.cli import chaos_cmd as mod
     elif name == "masb_cmd":
         from cellbed.cli import masb_cmd as mod
     elif name == "megha_cmd":

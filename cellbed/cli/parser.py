@@ -72,6 +72,7 @@ def build_parser(handler: Handler) -> argparse.ArgumentParser:
     _report(sub, handler)
     _run(sub, handler)
     _sweep(sub, handler)
+    _chaos(sub, handler)
     _masb(sub, handler)
     _megha(sub, handler)
     _pki(sub, handler)
@@ -162,20 +163,30 @@ def _vm(sub, handler: Handler) -> None:
 
 def _bench(sub, handler: Handler) -> None:
     bp = _group(sub, "bench", "measurements on a real cell")
-    p = _add(bp, "migration", help="sweep memory x dirty rate (x bandwidth)")
+    p = _add(bp, "migration", help="sweep memory x working set x dirty rate (x bandwidth); fit the cost model")
     p.add_argument("--mem-mib", type=list_of(int_in(*vmdom.MEM_MIB_RANGE, "MiB")), default=[128, 256, 512])
+    p.add_argument("--wss-mib", type=list_of(int_in(0, vmdom.max_wss_mib(vmdom.MEM_MIB_RANGE[1]), "MiB")),
+                   default=None, help="comma list of working sets (default: half the guest's memory); pairs whose "
+                                      "working set exceeds the guest's memory - 80 MiB are left out")
     p.add_argument("--dirty-mib-s", type=list_of(dirty_rate), default=[0.0, 8.0, 32.0], help="comma list; max allowed")
     p.add_argument("--bandwidth-mib-s", type=list_of(int_in(*vmdom.BANDWIDTH_RANGE, "MiB/s")), default=[0],
                    help="comma list; 0 = unlimited")
     p.add_argument("--repeat", type=int_in(1, 100), default=1)
     p.add_argument("--max-downtime-ms", type=int_in(*vmdom.DOWNTIME_MS_RANGE, "ms"), default=0)
     p.add_argument("--postcopy", action="store_true")
+    p.add_argument("--auto-converge", action="store_true")
+    p.add_argument("--timeout-s", type=float_in(1, vmdom.TIMEOUT_S_RANGE[1], "s"), default=120.0,
+                   help="completion timeout of each migration (policy abort)")
     p.add_argument("--tls", type=list_of(on_off, 2), default=None,
                    help="comma list of on/off: every point with and without TLS for migration data "
                         "(default: the node's default, on unless the cell is insecure)")
     p.add_argument("--src", type=host_name, default="h1")
     p.add_argument("--dst", type=host_name, default="h2")
     p.add_argument("--csv", default="migration-bench.csv")
+    p.add_argument("--fit", metavar="OUT", default="",
+                   help="fit the migration cost model to the records and write its calibration file (JSON)")
+    p.add_argument("--fit-from", metavar="CSV", action="append", default=[],
+                   help="with --fit: fit from this bench CSV instead of running a sweep (repeatable)")
     p.set_defaults(fn=handler("bench", "cmd_bench_migration"))
 
 
@@ -238,6 +249,25 @@ def _sweep(sub, handler: Handler) -> None:
     p.add_argument("--dry-run", action="store_true", help="check the spec and show each run's state; run nothing")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(fn=handler("sweep_cmd", "cmd_sweep"))
+
+
+def _chaos(sub, handler: Handler) -> None:
+    p = _add(sub, "chaos", help="a seeded fault-injection campaign on the cell, with an invariant checker",
+             description="Run -n live migrations (and --san SAN rounds, --megha Megha launches), each with a fault "
+                         "from a seeded schedule at a phase, on the cell; after each, wait until it settles and check "
+                         "that every VM runs in one libvirt and is listed by one daemon, intact, and that every "
+                         "migration has one truthful record and no lease outlives it. Writes chaos.jsonl, "
+                         "summary.txt, manifest.json and timeline.png; exit 1 on any violation.")
+    p.add_argument("-n", "--migrations", type=int_in(0, 10_000), default=12, help="live migrations (default 12)")
+    p.add_argument("--san", type=int_in(0, 10_000), default=0, help="SAN rounds (a cell up with --san)")
+    p.add_argument("--megha", type=int_in(0, 10_000), default=0, help="Megha launches (a cell up with --megha)")
+    p.add_argument("--faults", default="", metavar="KIND,...",
+                   help="only these fault kinds (default: every kind that applies; `cellctl chaos --faults ?` lists them)")
+    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=1)
+    p.add_argument("--vms", type=int_in(1, 16), default=2, help="guests the campaign keeps running (default 2)")
+    p.add_argument("--out", metavar="DIR", help="results folder (default: results/chaos-<cell>-<seed>)")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous campaign's folder")
+    p.set_defaults(fn=handler("chaos_cmd", "cmd_chaos"))
 
 
 # --- MASB and Megha ----------------------------------------------------------------------

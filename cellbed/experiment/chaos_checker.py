@@ -50,6 +50,7 @@ class Record:
     dst: str
     outcome: str                 # "" while open; a MigrationOutcome name (lower case) when final
     final: bool = True
+    start: float = 0.0           # when it was requested: only a VM's latest record says where it is now
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +141,10 @@ def _records(s: Snapshot, running: dict[str, list[str]]) -> list[Violation]:
     by_id: dict[str, list[Record]] = {}
     for r in s.records:
         by_id.setdefault(r.id, []).append(r)
+    latest: dict[str, Record] = {}
+    for r in s.records:
+        if r.final and (r.vm not in latest or r.start >= latest[r.vm].start):
+            latest[r.vm] = r
     for mid in s.started:
         finals = [r for r in by_id.get(mid, []) if r.final]
         if not finals:
@@ -150,6 +155,8 @@ def _records(s: Snapshot, running: dict[str, list[str]]) -> list[Violation]:
         else:
             r = finals[0]
             at = running.get(r.vm, [])
+            if latest.get(r.vm) is not r:
+                continue     # a later migration moved the VM since: this record was true when written
             if r.outcome == "lost" and at:
                 out.append(Violation(s.step, "outcome_contradicts_location", mid,
                                      f"record says lost but {r.vm} runs on {', '.join(sorted(at))}"))

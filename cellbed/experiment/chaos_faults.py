@@ -16,10 +16,6 @@ from cellbed.cell import procs
 from cellbed.domain import errors
 from cellbed.runtime.cgroups import HostCgroup
 
-FAULT_KINDS = ("kill_src_daemon", "kill_dst_daemon", "kill_src_libvirtd", "kill_dst_libvirtd",
-               "kill_incoming_qemu", "kill_outgoing_qemu", "link_cut", "netem_loss", "netem_delay")
-
-
 def host_pids(sdir: str, host: str) -> dict:
     with open(os.path.join(sdir, host, "pids.json")) as f:
         return json.load(f)
@@ -75,6 +71,29 @@ def _ns(state: dict, host: str) -> str:
 def link(state: dict, host: str, up: bool) -> str:
     subprocess.run(["ip", "-n", _ns(state, host), "link", "set", "eth0", "up" if up else "down"], check=True)
     return f"link of {host} {'up' if up else 'down'}"
+
+
+def netem_missing(state: dict) -> str:
+    """Why ``tc netem`` cannot run on this kernel ("" if it can): probed on the first host's eth0,
+    inside the cell's own namespace, and removed at once."""
+    host = sorted(state["hosts"])[0]
+    r = subprocess.run(["tc", "-n", _ns(state, host), "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", "1ms"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"tc netem is not available on this kernel ({r.stderr.strip() or r.returncode}; CONFIG_NET_SCH_NETEM)"
+    netem(state, host, None)
+    return ""
+
+
+def throttle(state: dict, host: str, on: bool) -> str:
+    """A token-bucket squeeze of the host's eth0 (tc tbf, 2 Mbit/s): real, and present on kernels without netem."""
+    ns = _ns(state, host)
+    if not on:
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", "eth0", "root"], capture_output=True)
+        return f"throttle on {host} removed"
+    subprocess.run(["tc", "-n", ns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", "2mbit", "burst", "32kbit",
+                    "latency", "400ms"], check=True)
+    return f"tbf 2mbit on {host}"
 
 
 def netem(state: dict, host: str, spec: list[str] | None) -> str:

@@ -62,15 +62,16 @@ def outcome_name(outcome: int) -> str:
     return npb.MigrationOutcome.Name(outcome).removeprefix("MIGRATION_OUTCOME_").lower()
 
 
-async def snapshot(state: dict, step: str, started: list[str]) -> tuple[Snapshot, list[str]]:
-    """One observation, and the hosts whose daemon or libvirtd did not answer (a snapshot taken
-    while something is down is not a verdict)."""
+async def snapshot(state: dict, step: str, started: list[str]) -> tuple[Snapshot, list[str], list[str]]:
+    """One observation, the hosts whose daemon or libvirtd did not answer (a snapshot taken
+    while something is down is not a verdict), and the migrations a daemon has not finished yet."""
     hosts = sorted(state["hosts"])
     nodes = await asyncio.gather(*(_node(state, h) for h in hosts))
     libvirts = await asyncio.gather(*(asyncio.to_thread(domains, state, h) for h in hosts))
     s = Snapshot(step=step, libvirt={}, daemons={}, started=list(started))
-    silent = []
+    silent, unresolved = [], []
     for h, (vms, recs, hs), doms in zip(hosts, nodes, libvirts):
+        unresolved += [f"{h}: {u}" for u in (hs.unresolved if hs is not None else [])]
         if hs is None or doms is None:
             silent.append(h)
         s.libvirt[h] = doms or []
@@ -79,10 +80,11 @@ async def snapshot(state: dict, step: str, started: list[str]) -> tuple[Snapshot
             if v.boot_id:
                 s.guests[v.spec.name] = Guest(boot_id=v.boot_id, heartbeat=v.heartbeat)
         for r in recs:
-            s.records.append(Record(id=r.id, vm=r.vm, src=r.src, dst=r.dst, outcome=outcome_name(r.outcome)))
+            s.records.append(Record(id=r.id, vm=r.vm, src=r.src, dst=r.dst, outcome=outcome_name(r.outcome),
+                                    start=r.start_unix_s))
             if r.integrity_bad and r.vm in s.guests:
                 g = s.guests[r.vm]
                 s.guests[r.vm] = Guest(g.boot_id, g.heartbeat, r.integrity_bad)
         for le in (hs.leases if hs is not None else []):
             s.reservations.append(Reservation(host=h, vm=le.vm, migration_id=le.migration_id))
-    return s, silent
+    return s, silent, unresolved

@@ -71,7 +71,7 @@ class MeghaFront(Front):
         super().__init__(cell)
         self.m = cell.p.megha
         self._host_attributes = host_attributes
-        self.gm_params = gm_params or GmParams(fairness=self.m.fairness)
+        self.gm_params = gm_params or GmParams(fairness=self.m.fairness, lost_launch_check_s=0.0)
         self.lm_params = lm_params or LmParams(update_period_s=self.m.update_period_s)
         self.lms: dict = {}
         self.gms: dict = {}

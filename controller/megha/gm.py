@@ -89,6 +89,8 @@ class GlobalMaster(PlaceMixin, ViewMixin, EventsMixin):
         await self._recover()
         self._tasks += [asyncio.create_task(self._serve(), name=f"{self.name}-serve"),
                         asyncio.create_task(self._retry_timer(), name=f"{self.name}-retry")]
+        if self.params.lost_launch_check_s:
+            self._tasks.append(asyncio.create_task(self._lost_launch_watch(), name=f"{self.name}-lost-launches"))
         self.ready.set()
         log.info("GM %s: serving %s; %d LM(s) in view; %d task(s) recovered", self.name,
                  ", ".join(self.my_users) or "no queue", len(self.view.ready), len(self.queues))

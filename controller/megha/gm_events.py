@@ -53,6 +53,44 @@ class EventsMixin:
         self._work.set()
         return len(req.events)
 
+    # --- launches an LM lost (issue 12) ---------------------------------------------------------------
+    async def _lost_launch_watch(self) -> None:
+        """An LM killed between accepting a task and its StartVm (or while the node was booting it,
+        which undoes the start when its caller goes away) comes back without it, and no event ever
+        comes. Every period, STARTING tasks are looked up at their LM; one it does not hold at two
+        looks in a row is requeued, as a failed launch. An LM that does not answer is left alone."""
+        misses: dict[str, int] = {}
+        while True:
+            await self.clock.sleep(self.params.lost_launch_check_s)
+            by_lm: dict[str, list[GmTask]] = {}
+            for gt in self.tasks.values():
+                if gt.state == STARTING and gt.placement is not None and gt.placement.lm and not gt.inflight:
+                    by_lm.setdefault(gt.placement.lm, []).append(gt)
+            for name in [n for n in misses if n not in {g.name for gs in by_lm.values() for g in gs}]:
+                del misses[name]
+            for lm, gts in by_lm.items():
+                try:
+                    r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
+                                                     meghapb.FindTasksRequest(names=[g.name for g in gts]),
+                                                     timeout=self.params.request_timeout_s)
+                except errors.CellbedError:
+                    continue
+                held = {x.name: x for x in r.found}
+                for gt in gts:
+                    x = held.get(gt.name)
+                    if x is not None and x.state == meghapb.TASK_STATE_RUNNING and gt.state == STARTING:
+                        gt.state, gt.detail = RUNNING, "running; its restarted LM adopted it"   # no STARTED event came
+                        self.counters["launches_adopted_by_lm"] += 1
+                        self._wake(gt)
+                    misses[gt.name] = 0 if gt.name in held else misses.get(gt.name, 0) + 1
+                    if misses[gt.name] >= 2 and gt.state == STARTING:
+                        del misses[gt.name]
+                        self.counters["launches_lost_by_lm"] += 1
+                        self._requeue(gt, meghapb.TaskEvent(name=gt.name, kind=meghapb.TASK_EVENT_KIND_FAILED,
+                                                            task=gt.task, detail=f"LM {lm} no longer holds it "
+                                                            "(restarted during its launch): placed again"))
+            self._work.set()
+
     def _retire(self, gt: GmTask) -> None:
         self.tasks.pop(gt.name, None)
         self.done[gt.name] = gt

@@ -88,6 +88,9 @@ class GmParams:
     records_kept: int = 200_000             # allocation records kept in memory
     max_clock_skew_s: float = 30.0          # an LM state or task event timestamped further in this GM's
                                             # future is refused (dropped and counted, over MQTT)
+    lost_launch_check_s: float = 15.0       # how often STARTING tasks are looked up at their LM: one its
+                                            # (restarted) LM no longer holds, twice in a row, is requeued;
+                                            # 0 = never (the model cell, whose LMs do not crash)
 
     def validate(self) -> "GmParams":
         check_range("request_timeout_s", self.request_timeout_s, 0.01, 600, "s")
@@ -96,4 +99,5 @@ class GmParams:
         check_range("max_preempt_lms", self.max_preempt_lms, 1, 10_000)
         check_range("records_kept", self.records_kept, 0, 10_000_000)
         check_range("max_clock_skew_s", self.max_clock_skew_s, 0.0, 3600, "s")
+        check_range("lost_launch_check_s", self.lost_launch_check_s, 0.0, 3600, "s")
         return self

@@ -89,9 +89,9 @@ async def migration_in_precopy(st, vm, src="h1", dst="h2") -> str:
 async def settled(st, vm, mid):
     """The one final record of *mid*, once every daemon and libvirtd answers and no lease is left."""
     async def done():
-        s, silent = await snapshot(st, "settle", [mid])
+        s, silent, unresolved = await snapshot(st, "settle", [mid])
         recs = [r for r in s.records if r.id == mid]
-        ready = recs and not silent and not s.reservations and vm in s.guests   # guest polled since it landed
+        ready = recs and not silent and not unresolved and not s.reservations and vm in s.guests   # guest polled since it landed
         return (s, recs[0]) if ready else None
     return await wait_until(done, 180, f"migration {mid} of {vm} settled")
 
@@ -100,7 +100,7 @@ async def check_intact(st, vm, mid):
     s1, rec = await settled(st, vm, mid)
 
     async def later():
-        s2, silent = await snapshot(st, "after", [mid])
+        s2, silent, _ = await snapshot(st, "after", [mid])
         g1, g2 = s1.guests.get(vm), s2.guests.get(vm)
         return s2 if not silent and g1 and g2 and g2.heartbeat > g1.heartbeat else None
     s2 = await wait_until(later, 60, f"heartbeat of {vm} advancing")

@@ -55,6 +55,9 @@ PLANTED = [
      [("unlisted", "a")]),
     ("lost but running", lambda s: s.records.__setitem__(0, dataclasses.replace(s.records[0], outcome="lost")),
      [("outcome_contradicts_location", "m1")]),
+    ("an older record is not judged by today's location",
+     lambda s: s.records.insert(0, Record("m0", "a", "h2", "h1", "succeeded", start=-1.0)) or s.started.append("m0"),
+     []),
     ("runs here, listed there", lambda s: (s.daemons.update(h2=[]), s.daemons["h1"].append("a")),
      [("misplaced", "a")]),
 ]

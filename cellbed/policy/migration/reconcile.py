@@ -107,12 +107,13 @@ class LeaseDecision:
 
 def decide_lease(here: Seen, expired: bool, source_has_it: bool | None) -> LeaseDecision:
     """The destination's side, for an open reservation: *here* is the domain on this host,
-    *source_has_it* whether the source daemon lists the VM as not migrating (None: it does not
-    answer). The source owns the record; the destination only releases a lease whose migration
+    *source_has_it* whether the source daemon answered without listing the VM as migrating out
+    (it has it back, or the guest is gone; None: it does not answer). The source owns the record; the destination only releases a lease whose migration
     cannot be in flight, and adopts a guest that landed here once the lease expires."""
     if here.where in (Where.ABSENT,):
         if source_has_it:
-            return LeaseDecision(release=True, why="the VM is back on its source; the migration ended without this host")
+            return LeaseDecision(release=True, why="its source is not migrating the VM any more; the migration ended "
+                                                   "without this host")
         if expired:
             return LeaseDecision(release=True, why="lease expired and no domain arrived")
         return LeaseDecision()
