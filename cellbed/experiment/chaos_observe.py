@@ -11,6 +11,7 @@ import subprocess
 
 from cellbed.cell import cell_pki
 from cellbed.domain import errors
+from cellbed.runtime.cgroups import HostCgroup
 from cellbed.experiment.chaos_checker import Domain, Guest, Record, Reservation, Snapshot
 from cellbed.v1 import node_pb2 as npb
 
@@ -87,4 +88,24 @@ async def snapshot(state: dict, step: str, started: list[str]) -> tuple[Snapshot
                 s.guests[r.vm] = Guest(g.boot_id, g.heartbeat, r.integrity_bad)
         for le in (hs.leases if hs is not None else []):
             s.reservations.append(Reservation(host=h, vm=le.vm, migration_id=le.migration_id))
+    for h, doms in zip(hosts, libvirts):
+        if doms is not None:      # every QEMU in the host's cgroup must be a domain its libvirtd knows
+            s.recorded |= {f"qemu:{h}/{d.name}" for d in doms}
+            s.found |= {f"qemu:{h}/{n}" for n in await asyncio.to_thread(qemus, state, h)}
     return s, silent, unresolved
+
+
+def qemus(state: dict, host: str) -> list[str]:
+    """The domain names of the QEMU processes in *host*'s recorded cgroup."""
+    names = []
+    for pid in sorted(HostCgroup(f"cellbed/{state['name']}/{host}").pids()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and b"qemu-system" in os.path.basename(argv[0]):
+            for a in argv:
+                if a.startswith(b"guest="):
+                    names.append(a[6:].split(b",")[0].decode())
+    return names
