@@ -41,6 +41,28 @@ def _san_config(cfg: NodeConfig) -> SanConfig:
     return SanConfig.from_mapping(overrides)
 
 
+def _seed(cfg: NodeConfig) -> int:
+    """The agents' seed: the configured one, made distinct for every start of this daemon (a count
+    kept in its state folder), so that a restarted daemon never draws a SAN or migration id it drew
+    before (two records with one id, found by cellctl chaos); still reproducible per start."""
+    seed = int(cfg.san.get("seed", 0))
+    if not cfg.state_dir:
+        return seed
+    os.makedirs(cfg.state_dir, exist_ok=True)
+    path = os.path.join(cfg.state_dir, "starts")
+    try:
+        with open(path) as f:
+            starts = int(f.read().strip() or 0) + 1
+    except (FileNotFoundError, ValueError):
+        starts = 1
+    with open(path + ".tmp", "w") as f:
+        f.write(f"{starts}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    return seed if starts == 1 else seed * 1_000_003 + starts
+
+
 async def serve(cfg: NodeConfig) -> None:
     ref: list = []
     clock = RealClock()
@@ -50,7 +72,7 @@ async def serve(cfg: NodeConfig) -> None:
     transport = GrpcTransport(lambda n: brokers.get(n) or peers.get(n).target, clock,
                               mqtt_host=cfg.mqtt_host if brokers else "", mqtt_port=cfg.mqtt_port, name=cfg.host,
                               security=security)
-    env = assembly.real_env(clock, lambda name: transport, seed=int(cfg.san.get("seed", 0)),
+    env = assembly.real_env(clock, lambda name: transport, seed=_seed(cfg),
                             backend_for=lambda c: make_backend(c, ref))
     agent, servicer = assembly.build_node(env, cfg)
     ref.append(agent)

@@ -47,6 +47,7 @@ class Campaign:
         self.started: list[str] = []
         self.prev: Snapshot | None = None
         self.violations: list[dict] = []
+        self._reported: set[tuple[str, str]] = set()
         self._n = 0
         os.makedirs(out, exist_ok=True)
         self._hist = open(os.path.join(out, "chaos.jsonl"), "a")
@@ -168,7 +169,9 @@ class Campaign:
             if last is not None and last.outcome in (npb.MIGRATION_OUTCOME_FAILED, npb.MIGRATION_OUTCOME_ABORTED):
                 problems.append(f"record_hides_loss: {last.id} says "
                                 f"{npb.MigrationOutcome.Name(last.outcome)} (VM on {last.src}) but the guest is dead")
-        out["violations"] = [str(v) for v in vs] + problems
+        fresh = [v for v in vs if (v.kind, v.subject) not in self._reported]   # each defect once, when first seen
+        self._reported |= {(v.kind, v.subject) for v in fresh}
+        out["violations"] = [str(v) for v in fresh] + problems
         self.violations += [{"step": row["step"], "violation": v} for v in out["violations"]]
         self.prev = s
         return out
