@@ -1,11 +1,14 @@
 """What a GM does with its LMs' task events: a start completes the allocation record, an end or eviction retires or requeues the task, and waiters are woken."""
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from cellbed.domain import errors
 from cellbed.controller.megha.alloc import AllocClock, record
 from cellbed.v1 import megha_pb2 as meghapb
 from cellbed.controller.megha.gm_task import FINISHED, QUEUED, REJECTED, RUNNING, STARTING, GmTask
+
+log = logging.getLogger(__name__)
 
 
 class EventsMixin:
@@ -62,34 +65,41 @@ class EventsMixin:
         misses: dict[str, int] = {}
         while True:
             await self.clock.sleep(self.params.lost_launch_check_s)
-            by_lm: dict[str, list[GmTask]] = {}
-            for gt in self.tasks.values():
-                if gt.state == STARTING and gt.placement is not None and gt.placement.lm and not gt.inflight:
-                    by_lm.setdefault(gt.placement.lm, []).append(gt)
-            for name in [n for n in misses if n not in {g.name for gs in by_lm.values() for g in gs}]:
-                del misses[name]
-            for lm, gts in by_lm.items():
-                try:
-                    r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
-                                                     meghapb.FindTasksRequest(names=[g.name for g in gts]),
-                                                     timeout=self.params.request_timeout_s)
-                except errors.CellbedError:
-                    continue
-                held = {x.name: x for x in r.found}
-                for gt in gts:
-                    x = held.get(gt.name)
-                    if x is not None and x.state == meghapb.TASK_STATE_RUNNING and gt.state == STARTING:
-                        gt.state, gt.detail = RUNNING, "running; its restarted LM adopted it"   # no STARTED event came
-                        self.counters["launches_adopted_by_lm"] += 1
-                        self._wake(gt)
-                    misses[gt.name] = 0 if gt.name in held else misses.get(gt.name, 0) + 1
-                    if misses[gt.name] >= 2 and gt.state == STARTING:
-                        del misses[gt.name]
-                        self.counters["launches_lost_by_lm"] += 1
-                        self._requeue(gt, meghapb.TaskEvent(name=gt.name, kind=meghapb.TASK_EVENT_KIND_FAILED,
-                                                            task=gt.task, detail=f"LM {lm} no longer holds it "
-                                                            "(restarted during its launch): placed again"))
-            self._work.set()
+            try:
+                await self._look_up_starting(misses)
+            except Exception:          # noqa: BLE001 - the watch must outlive any one look
+                log.exception("GM %s: looking up STARTING tasks failed", self.name)
+
+    async def _look_up_starting(self, misses: dict[str, int]) -> None:
+        by_lm: dict[str, list[GmTask]] = {}
+        for gt in self.tasks.values():
+            if gt.state == STARTING and gt.placement is not None and gt.placement.lm and not gt.inflight:
+                by_lm.setdefault(gt.placement.lm, []).append(gt)
+        for name in [n for n in misses if n not in {g.name for gs in by_lm.values() for g in gs}]:
+            del misses[name]
+        for lm, gts in by_lm.items():
+            try:
+                r = await self.transport.request(self._target(lm), "LocalMaster/FindTasks",
+                                                 meghapb.FindTasksRequest(names=[g.name for g in gts]),
+                                                 timeout=self.params.request_timeout_s)
+            except errors.CellbedError:
+                continue
+            held = {x.task.name: x for x in r.found}
+            for gt in gts:
+                x = held.get(gt.name)
+                if x is not None and x.state == meghapb.TASK_STATE_RUNNING and gt.state == STARTING:
+                    gt.state, gt.detail = RUNNING, "running; its restarted LM adopted it"   # no STARTED event came
+                    self.counters["launches_adopted_by_lm"] += 1
+                    self._wake(gt)
+                misses[gt.name] = 0 if gt.name in held else misses.get(gt.name, 0) + 1
+                if misses[gt.name] >= 2 and gt.state == STARTING:
+                    del misses[gt.name]
+                    self.counters["launches_lost_by_lm"] += 1
+                    log.warning("GM %s: LM %s no longer holds STARTING task %s: requeued", self.name, lm, gt.name)
+                    self._requeue(gt, meghapb.TaskEvent(name=gt.name, kind=meghapb.TASK_EVENT_KIND_FAILED,
+                                                        task=gt.task, detail=f"LM {lm} no longer holds it "
+                                                        "(restarted during its launch): placed again"))
+        self._work.set()
 
     def _retire(self, gt: GmTask) -> None:
         self.tasks.pop(gt.name, None)
