@@ -140,8 +140,14 @@ class MigrationMixin:
                 await self.hv.stop(name)
             except errors.NotFound:
                 pass
-        fin = await self._finish_rpc(dest, mid, name, True, hb_before, boot_id,
-                                     budget_s if self.journal.enabled else 0.0)
+        try:
+            fin = await self._finish_rpc(dest, mid, name, True, hb_before, boot_id,
+                                         budget_s if self.journal.enabled else 0.0)
+        except errors.NotFound as e:        # the destination knows nothing of it: keep asking, never guess
+            if not self.journal.enabled:
+                raise
+            self.unresolved[mid] = f"{name} -> {dest}: transferred; {e}"
+            raise errors.MigrationUnresolved(f"migration {mid}: {e}; the record is written once it is verified") from e
         if fin is None and not self.journal.enabled:   # a model cell: no reconciliation to wait for
             fin = npb.FinishIncomingResponse(verified=False, detail="destination unreachable")
         if fin is None:
@@ -280,8 +286,9 @@ class MigrationMixin:
                                 boot_id: str, how: str = "verified") -> Verification:
         try:
             v = await self._verify(name, hb_before, boot_id)
-        finally:
-            self.incoming.pop(mid, None)
+        except errors.CellbedError as e:      # e.g. libvirtd restarting: the lease stays, the source asks again
+            raise errors.Unavailable(f"verifying {name} on {self.cfg.host}: {e}; ask again") from e
+        self.incoming.pop(mid, None)
         try:  # adopt the VM if, and only if, its domain really is here (even when it failed checks)
             state, reason = await self.hv.domain_state(name)
             self.vms[name] = VmEntry(spec=r.spec, state=state, reason=reason, cpu_used_cores=r.cpu_used,

@@ -20,9 +20,19 @@ def proc_identity(pid: int) -> dict:
     return {"pid": pid, "start": start_time(pid)}
 
 
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return ""
+
+
 def alive(ident: dict) -> bool:
+    """The recorded process still runs: same PID and start time, and not a zombie (a killed child
+    of some other process, not yet reaped by it, is dead although /proc still lists it)."""
     st = start_time(ident["pid"])
-    return st is not None and st == ident.get("start")
+    return st is not None and st == ident.get("start") and _state(ident["pid"]) not in ("Z", "X", "")
 
 
 def stop(ident: dict, timeout_s: float = 10.0) -> bool:
