@@ -96,7 +96,7 @@ class Campaign:
         if row.get("lost_ok"):
             await self._bury(row["vm"])
         if s.op == "megha" and row.get("task_running"):
-            self.vms.add(row["vm"])
+            await self._bury(row["vm"])       # checked intact; stopped, so that launches never fill the cell
         await self.fill_pool()
         self._hist.write(json.dumps(row) + "\n")
         self._hist.flush()
@@ -109,7 +109,8 @@ class Campaign:
         return a is None or b.heartbeat > a.heartbeat or b.boot_id != a.boot_id
 
     async def _bury(self, vm: str) -> None:
-        """A casualty of a QEMU kill: its dead definition goes, and a fresh VM takes its place."""
+        """A casualty of a QEMU kill (its dead definition goes, a fresh VM takes its place), or a
+        launched task's VM once checked."""
         self.vms.discard(vm)
         at = await self._where()
         if vm in at:
