@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from cellbed.cell import cell as cellmod
+from cellbed.experiment.chaos_observe import libvirt_uri as chaos_libvirt_uri
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUEST = os.path.join(REPO, "build", "guest")
@@ -52,14 +53,8 @@ def host_pids(state_root: str, cell: str, host: str) -> dict:
 
 
 def libvirt_uri(cell: dict, host: str) -> str:
-    """*host*'s libvirtd as reached from the box: over TLS with the host's own node certificate
-    (its private /etc/libvirt/pki, under the host's folder; cellbed/cell/libvirt_conf.py), or over
-    plaintext TCP in an insecure cell."""
-    address = cell["hosts"][host]["address"]
-    if cell.get("insecure") or "pki" not in cell:
-        return f"qemu+tcp://{address}/system"
-    hdir = os.path.join(os.path.dirname(cell["pki"]["dir"]), host)
-    return f"qemu+tls://{address}/system?pkipath={hdir}/etc-libvirt/pki"
+    """*host*'s libvirtd as reached from the box (the chaos observer's, one definition)."""
+    return chaos_libvirt_uri(cell, host)
 
 
 def virsh_names(address_or_uri: str) -> list[str]:

@@ -86,6 +86,16 @@ async def migration_in_precopy(st, vm, src="h1", dst="h2") -> str:
     return mid
 
 
+def stalled(st, host, vm):
+    """A condition: the job's processed bytes stopped growing between two looks (the cut took hold)."""
+    seen = []
+
+    async def check():
+        seen.append(await asyncio.to_thread(precopy_bytes, st, host, vm))
+        return len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]
+    return check
+
+
 async def settled(st, vm, mid):
     """The one final record of *mid*, once every daemon and libvirtd answers and no lease is left."""
     async def done():
@@ -174,7 +184,7 @@ async def test_link_cut_during_precopy(fcell):
     mid = await migration_in_precopy(st, vm)
     faults.link(st, "h2", up=False)
     try:
-        await asyncio.sleep(6)       # the fault's length, not a synchronisation
+        await wait_until(stalled(st, "h1", vm), 60, f"pre-copy of {vm} stalled by the cut link")
     finally:
         faults.link(st, "h2", up=True)
     await check_intact(st, vm, mid)
