@@ -39,6 +39,7 @@ from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.hv_model import ModelFabric
 from cellbed.daemon.san import SanAgent, SanConfig, SanServicer
 from cellbed.daemon.servicer import NodeAgentServicer
+from cellbed.domain.overhead import GuestOverhead
 from cellbed.domain.vm import Hypervisor
 from cellbed.policy.migration.cost import PrecopyParams
 from cellbed.runtime.clock import Clock, CostFn, RealClock, VirtualClock
@@ -87,7 +88,7 @@ def real_env(clock: RealClock, transport_for: Callable[[str], Transport], seed: 
 
 def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost: CostFn | None = None,
               migration_cost: PrecopyParams = PrecopyParams(), migration_failure_prob: float = 0.0,
-              clock: Clock | None = None) -> Env:
+              clock: Clock | None = None, guest: GuestOverhead | None = None) -> Env:
     """A model cell's Env: virtual time (with *cost*, the processing-cost model, charged by the
     clock), an in-process network with seeded latency, and model backends sharing one fabric.
     Build it inside the virtual-time loop that will run the cell. *clock* replaces the virtual
@@ -95,7 +96,7 @@ def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost:
     if clock is None:
         clock = VirtualClock(cost=cost)
     net = InProcNetwork(clock, latency_s, jitter_s, seed=seed)
-    fabric = ModelFabric(clock, migration_cost, migration_failure_prob, seed=seed)
+    fabric = ModelFabric(clock, migration_cost, migration_failure_prob, seed=seed, guest=guest or GuestOverhead())
     return Env(clock=clock, transport_for=net.transport, seed=seed,
                backend_for=lambda cfg: fabric.backend(cfg.host), serve=net.serve, net=net, fabric=fabric)
 

@@ -15,11 +15,15 @@ import math
 import random
 
 from cellbed.domain import errors
+from cellbed.domain.overhead import GuestOverhead
 from cellbed.daemon.guest_channel import FaultReport, GuestStatus, IntegrityReport
 from cellbed.domain.vm import (MODEL_LIMITS, DomainSample, DomState, MigrationOptions, MigrationStats,
                                        VmSpec)
 from cellbed.policy.migration.cost import MIB, PrecopyParams, estimate, link_bandwidth
 from cellbed.daemon.guest_channel import GuestTimeout
+
+
+IDENTITY = GuestOverhead()
 
 
 @dataclasses.dataclass
@@ -35,14 +39,22 @@ class ModelTask:
     reason: str = "booted"
     incoming: bool = False         # arrived by migration, not yet adopted by the destination agent
     generation: int = 0
+    ready_at: float = 0.0          # booting until then (GuestOverhead.boot_s): the guest does not answer yet
+    boot_cpu: float = 0.0          # CPU while booting
 
-    def usage_from_spec(self) -> None:
+    def usage_from_spec(self, guest: GuestOverhead = IDENTITY) -> None:
         s = self.spec
         self.cpu_cores = s.vcpus * s.cpu_load
         self.mem_mib = float(s.wss_mib) if s.wss_mib > 0 else float(s.mem_mib)
+        if not guest.identity:
+            self.cpu_cores, self.mem_mib = guest.cpu(self.cpu_cores), guest.mem(s.mem_mib)
 
     def advance(self, now: float) -> None:
         if self.state is DomState.RUNNING and now > self.last_t:
+            booting = min(now, self.ready_at) - self.last_t
+            if booting > 0:
+                self.cpu_time_ns += self.boot_cpu * booting * 1e9
+                self.last_t += booting
             self.cpu_time_ns += self.cpu_cores * (now - self.last_t) * 1e9
         self.last_t = now
 
@@ -52,9 +64,10 @@ class ModelFabric:
     failure injection (a seeded share of migrations fails mid-way)."""
 
     def __init__(self, clock, cost: PrecopyParams = PrecopyParams(), migration_failure_prob: float = 0.0,
-                 seed: int = 0) -> None:
+                 seed: int = 0, guest: GuestOverhead = IDENTITY) -> None:
         self.clock = clock
         self.cost = cost
+        self.guest = guest.validate()
         self.migration_failure_prob = migration_failure_prob
         self.rng = random.Random(seed)
         self.backends: dict[str, "ModelHypervisor"] = {}
@@ -74,6 +87,15 @@ class ModelFabric:
         if host is None:
             return False
         self.backends[host].set_usage(name, cpu_cores, mem_mib)
+        return True
+
+    def set_workload(self, name: str, cpu_cores: float, wss_mib: float, dirty_mib_s: float) -> bool:
+        """A guest's workload changes as SetWorkload changes a real one's (the real-cell twin):
+        its use through the guest overhead, and the dirty rate its next migration meets."""
+        host = self.location.get(name)
+        if host is None:
+            return False
+        self.backends[host].set_workload(name, cpu_cores, wss_mib, dirty_mib_s)
         return True
 
     def remove_host(self, host: str) -> list[str]:
@@ -104,6 +126,8 @@ class ModelGuest:
         t = self.hv.tasks.get(self.name)
         if t is None or t.state is not DomState.RUNNING:
             raise GuestTimeout(f"model guest {self.name} is not running on {self.hv.host}")
+        if self.hv.clock.monotonic() < t.ready_at:
+            raise GuestTimeout(f"model guest {self.name} is booting on {self.hv.host}")
         return t
 
     async def status(self, *, timeout_s: float | None = None) -> GuestStatus:
@@ -198,8 +222,12 @@ class ModelHypervisor:
         if (taken := self.fabric.location.get(spec.name)) is not None:   # O(1): where() scans every host
             raise errors.AlreadyExists(f"model task {spec.name!r} already exists on {taken}")
         now = self.clock.monotonic()
-        t = ModelTask(spec=spec, boot_id=f"{self.fabric.rng.getrandbits(64):016x}", started=now, last_t=now)
-        t.usage_from_spec()
+        g = self.fabric.guest
+        # with a boot time, the guest answers (and the node agent's StartVm returns) only after it,
+        # using boot_cpu_cores meanwhile, as a TCG boot does
+        t = ModelTask(spec=spec, boot_id=f"{self.fabric.rng.getrandbits(64):016x}", started=now, last_t=now,
+                      ready_at=now + g.boot_s, boot_cpu=g.boot_cpu_cores)
+        t.usage_from_spec(g)
         self.tasks[spec.name] = t
         self.fabric.location[spec.name] = self.host
 
@@ -223,7 +251,7 @@ class ModelHypervisor:
         t.spec = spec
         if (spec.vcpus * spec.cpu_load, spec.wss_mib, spec.dirty_mib_s) != \
                 (old.vcpus * old.cpu_load, old.wss_mib, old.dirty_mib_s):
-            t.usage_from_spec()
+            t.usage_from_spec(self.fabric.guest)
         else:   # a VM cannot use more than its vCPUs and memory
             t.cpu_cores, t.mem_mib = min(t.cpu_cores, float(spec.vcpus)), min(t.mem_mib, float(spec.mem_mib))
 
@@ -244,6 +272,13 @@ class ModelHypervisor:
         t.advance(self.clock.monotonic())
         # a VM cannot use more CPU than its vCPUs, nor more memory than it has
         t.cpu_cores, t.mem_mib = min(cpu_cores, float(t.spec.vcpus)), min(mem_mib, float(t.spec.mem_mib))
+
+    def set_workload(self, name: str, cpu_cores: float, wss_mib: float, dirty_mib_s: float) -> None:
+        t = self._get(name)
+        t.advance(self.clock.monotonic())
+        t.spec = dataclasses.replace(t.spec, cpu_load=min(1.0, cpu_cores / max(1, t.spec.vcpus)),
+                                     wss_mib=int(wss_mib), dirty_mib_s=dirty_mib_s)
+        t.usage_from_spec(self.fabric.guest)
 
     async def migrate(self, name: str, dest_uri: str, opts: MigrationOptions, on_progress=None) -> MigrationStats:
         t = self._get(name)

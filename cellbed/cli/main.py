@@ -39,6 +39,8 @@ def _module(name: str) -> ModuleType:
         from cellbed.cli import sweep_cmd as mod
     elif name == "chaos_cmd":
         from cellbed.cli import chaos_cmd as mod
+    elif name == "compare_cmd":
+        from cellbed.cli import compare_cmd as mod
     elif name == "masb_cmd":
         from cellbed.cli import masb_cmd as mod
     elif name == "megha_cmd":

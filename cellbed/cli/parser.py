@@ -72,6 +72,7 @@ def build_parser(handler: Handler) -> argparse.ArgumentParser:
     _report(sub, handler)
     _run(sub, handler)
     _sweep(sub, handler)
+    _compare(sub, handler)
     _chaos(sub, handler)
     _masb(sub, handler)
     _megha(sub, handler)
@@ -249,6 +250,26 @@ def _sweep(sub, handler: Handler) -> None:
     p.add_argument("--dry-run", action="store_true", help="check the spec and show each run's state; run nothing")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(fn=handler("sweep_cmd", "cmd_sweep"))
+
+
+def _compare(sub, handler: Handler) -> None:
+    p = _add(sub, "compare", help="a real-cell scenario on the real cell and on its model twin, side by side",
+             description="Run SCENARIO.toml (cell.kind = 'real') on a real cell into OUT/real (or take --real-from), "
+                         "fit the guest overhead from its per-VM samples, run the same VMs on the model twin "
+                         "(cell.kind = 'twin') into OUT/model, and write OUT/compare.md, compare.json, compare.csv "
+                         "and overlay plots.")
+    p.add_argument("scenario", metavar="SCENARIO.toml")
+    p.add_argument("--out", metavar="DIR", help="the comparison's folder (default: results/compare-<name>-<UTC time>)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], type=key_value, metavar="KEY=VALUE",
+                   help="override a scenario key (repeatable)")
+    p.add_argument("--real-from", metavar="DIR", help="an existing real run of the same scenario (no real run now)")
+    p.add_argument("--fit-from", metavar="DIR",
+                   help="fit the twin's guest overhead and migration link from this other real run (out of sample)")
+    p.add_argument("--no-fit", action="store_true",
+                   help="fit nothing: the twin's guests cost their workload, the link is the calibration's")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous comparison's real run in OUT/real")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(fn=handler("compare_cmd", "cmd_compare"))
 
 
 def _chaos(sub, handler: Handler) -> None:

@@ -42,30 +42,13 @@ import numpy as np
 
 from cellbed.cell import cell as cellmod
 from cellbed.domain import errors
+from cellbed.workload.realplan import ScaleDown
 from cellbed.experiment.realrun import MAX_VM_MEM_MIB, RealRun
 from cellbed.experiment.results import ResultsWriter
 from cellbed.experiment.scenario import Scenario
 from cellbed.workload.generator import WorkloadGenerator
 
 log = logging.getLogger(__name__)
-
-@dataclasses.dataclass(frozen=True)
-class ScaleDown:
-    """How normalised GCD tasks become small VMs on this box (every field goes to the manifest)."""
-
-    cpu_cores_per_unit: float       # host cores per normalised CPU unit (host capacity / mean node CPU)
-    mem_mib_per_unit: float         # MiB per normalised memory unit
-    tasks_per_vm: float             # GCD tasks' CPU one VM stands for
-    min_vm_mem_mib: int
-    max_vm_mem_mib: int
-    dirty_mib_s_per_core: float
-
-    def vm(self, cpu_norm: float, mem_norm: float) -> tuple[float, int]:
-        """(cores, MiB) of a VM for a task using/requesting *cpu_norm*, *mem_norm*."""
-        cores = min(1.0, max(0.0, cpu_norm) * self.cpu_cores_per_unit * self.tasks_per_vm)
-        mem = int(round(mem_norm * self.mem_mib_per_unit))
-        return cores, max(self.min_vm_mem_mib, min(self.max_vm_mem_mib, mem))
-
 
 class RealCellDriver:
     kind = "real"

@@ -8,11 +8,13 @@ import collections
 import contextlib
 import logging
 import math
+import time
 from typing import Any
 
 from cellbed.domain import errors
 from cellbed.experiment.progress import peak_rss_mib
 from cellbed.metrics.rows import MigrationRow
+from cellbed.metrics.san_timing import san_row
 from cellbed.metrics.ticks import HostState
 from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
 
@@ -48,6 +50,7 @@ class PollMixin:
             self.host_state[h] = r.state
         for h in hosts:
             await self._read_migrations(h)
+        await self._sample_vms(hosts, t_s)
         st = [self.host_state[h] for h in hosts]
         row = self.acc.row(t_s, [HostState(s.capacity.cpu_cores, s.capacity.mem_mib, s.cpu_used_cores, s.mem_used_mib,
                                            s.cpu_req_cores, s.mem_alloc_mib, s.vm_count) for s in st],
@@ -59,6 +62,24 @@ class PollMixin:
         self.progress.update(t_s, row.tasks_running, over,
                              f"{self.counters['vms_placed']} VMs placed, {len(self.seen_migrations)} migrations",
                              force=final)
+
+    async def _sample_vms(self, hosts: list[str], t_s: float) -> None:
+        """One vms.csv row per VM: what its host measures of it (the model twin's guest overhead)."""
+        now = time.time()
+        for h in hosts:
+            try:
+                vms = (await self.node(h, "ListVms", npb.ListVmsRequest())).vms
+            except errors.CellbedError as e:
+                log.debug("ListVms %s: %s", h, e)
+                continue
+            for v in vms:
+                self.vm_rows({"t_s": t_s, "host": h, "vm": v.spec.name,
+                              "state": npb.VmState.Name(v.state).removeprefix("VM_STATE_").lower(),
+                              "age_s": round(now - v.created_unix_s, 3) if v.created_unix_s else math.nan,
+                              "vcpus": v.spec.vcpus, "cpu_load": float(v.spec.workload.cpu_load),
+                              "cpu_used_cores": float(v.cpu_used_cores), "mem_mib": v.spec.mem_mib,
+                              "wss_mib": v.spec.workload.wss_mib, "rss_mib": float(v.rss_mib),
+                              "boot_s": float(v.boot_to_workload_s)})
 
     async def _read_migrations(self, h: str) -> None:
         """New migration records of host *h*, and (with SAN) the step-5 refusals of its negotiations."""
@@ -72,6 +93,9 @@ class PollMixin:
         with contextlib.suppress(errors.CellbedError):
             r = await self.grpc(self.hosts[h], "San/ListNegotiations", masbpb.ListNegotiationsRequest(), timeout=10)
             for n in r.negotiations:
+                if n.state != "active" and n.san_id not in self.seen_sans:
+                    self.seen_sans.add(n.san_id)
+                    self.san_rows(san_row(n))
                 for i, s in enumerate(n.steps):
                     if s.kind == "refused" and (n.san_id, i) not in self.seen_refusals:
                         self.seen_refusals.add((n.san_id, i))
@@ -87,7 +111,8 @@ class PollMixin:
         ok = rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED
         refused = rec.outcome == npb.MIGRATION_OUTCOME_REFUSED
         outcome = "succeeded" if ok else ("refused" if refused else "failed")
-        self.acc.migration(outcome, rec.data_total_bytes if ok else 0)
+        sent = rec.memory_processed_bytes or rec.data_total_bytes    # data_total is libvirt's job size (the RAM)
+        self.acc.migration(outcome, sent if ok else 0)
         if ok:
             vm = self.vms.get(rec.vm)
             if vm is not None:
@@ -95,7 +120,7 @@ class PollMixin:
         self.w.migration(MigrationRow(
             t_s=self._sim_of_unix(rec.start_unix_s), vm=rec.vm, src=rec.src, dst=rec.dst, outcome=outcome,
             time_ms=rec.time_elapsed_ms if rec.time_elapsed_ms > 0 or ok else math.nan,
-            downtime_ms=rec.downtime_ms if ok else math.nan, bytes=int(rec.data_total_bytes)))
+            downtime_ms=rec.downtime_ms if ok else math.nan, bytes=int(sent)))
 
     # -- end ------------------------------------------------------------------------------------------
     async def _check(self) -> tuple[list[str], list[str], list[str]]:

@@ -8,15 +8,17 @@ import collections
 import contextlib
 import logging
 import math
-import random
 import time
 from typing import TYPE_CHECKING, Any
 
 from cellbed.domain import errors, wire
 from cellbed.domain.names import task_name
-from cellbed.domain.vm import max_wss_mib
+from cellbed.workload import realplan
 from cellbed.experiment.realpoll import PollMixin
 from cellbed.experiment.results import ResultsWriter
+from cellbed.experiment.results_files import SANS, VMS
+from cellbed.metrics.san_timing import SAN_COLUMNS
+from cellbed.experiment.twin_fit import VM_COLUMNS
 from cellbed.metrics.rows import AllocationRow
 from cellbed.metrics.ticks import TickAccumulator
 from cellbed.cell import cell_pki
@@ -40,6 +42,19 @@ BOOTS_AT_ONCE = 2
 """Placements (each a guest boot) in flight at once: a TCG boot is CPU-bound, and a dozen at once on
 a 2-core box take minutes each; queued placements count as framework queueing."""
 
+
+
+def read_stream(gen_cfg, duration_s: float) -> list:
+    """The generator's events up to *duration_s*, as (simulated s from the first event, event)."""
+    out, t0 = [], None
+    for e in WorkloadGenerator(gen_cfg):
+        if t0 is None:
+            t0 = e.time_us
+        t = (e.time_us - t0) / 1e6
+        if t > duration_s:
+            break
+        out.append((t, e))
+    return out
 
 
 class Vm:
@@ -70,6 +85,7 @@ class RealRun(PollMixin):
         self.host_state: dict[str, Any] = {}
         self.seen_migrations: set[str] = set()
         self.seen_refusals: set[tuple[str, int]] = set()
+        self.seen_sans: set[str] = set()
         self.acc = TickAccumulator()         # migrations and allocation times of the current tick
         self.rpc = asyncio.Semaphore(8)
         self.boot_slots = asyncio.Semaphore(BOOTS_AT_ONCE)
@@ -106,20 +122,9 @@ class RealRun(PollMixin):
             log.warning("runner task failed: %r", t.exception())
 
     # -- the stream -----------------------------------------------------------------------------------
-    def read_stream(self) -> tuple[list, dict]:
-        """Every event of the run (few hosts: small) and each task's end time (simulated s)."""
-        out, ends = [], {}
-        t0 = None
-        for e in WorkloadGenerator(self.d.gen_cfg):
-            if t0 is None:
-                t0 = e.time_us
-            t = (e.time_us - t0) / 1e6
-            if t > self.sc.run.duration_s:
-                break
-            out.append((t, e))
-            if isinstance(e, ev.RemoveTask):
-                ends[e.task_key] = t
-        return out, ends
+    def read_stream(self) -> list:
+        """Every (simulated s, event) of the run (few hosts: small)."""
+        return read_stream(self.d.gen_cfg, self.sc.run.duration_s)
 
     # -- main -------------------------------------------------------------------------------------------
     async def main(self) -> dict[str, Any]:
@@ -129,13 +134,15 @@ class RealRun(PollMixin):
         wall0 = time.perf_counter()
         try:
             await self._wait_ready()
-            stream, ends = self.read_stream()
+            self.vm_rows = self.w.samples(VMS, VM_COLUMNS)
+            self.san_rows = self.w.samples(SANS, SAN_COLUMNS)
+            stream = self.read_stream()
             self.t0 = time.monotonic()
             self.unix0 = time.time()
             self.progress.wall0 = time.perf_counter()      # rate and ETA from now, not from before cell up
             ticker = asyncio.ensure_future(self._ticker())
             try:
-                await self._drive(stream, ends)
+                await self._drive(stream)
                 await self.sleep_until_sim(self.sc.run.duration_s)
             finally:
                 ticker.cancel()
@@ -169,26 +176,24 @@ class RealRun(PollMixin):
                 raise errors.DeadlineExceeded("the cell's nodes/broker were not ready within 120 s")
             await asyncio.sleep(1.0)
 
-    async def _drive(self, stream: list, ends: dict) -> None:
+    def plan(self, stream: list) -> realplan.Plan:
+        """Which AddTasks become VMs (the decision ``cellctl compare``'s model twin shares)."""
         r = self.sc.workload.real
-        rng = random.Random(self.sc.run.seed)
-        cap_vms = r.max_vms_per_host * len(self.hosts)
+        return realplan.plan(stream, self.d.scale, hosts=len(self.hosts), max_vms_per_host=r.max_vms_per_host,
+                             min_task_s=r.min_task_s, task_fraction=r.task_fraction, seed=self.sc.run.seed)
+
+    async def _drive(self, stream: list) -> None:
+        p = self.plan(stream)
+        decisions, vms = iter(p.decisions), iter(p.vms)
         for t, e in stream:
             await self.sleep_until_sim(t)
             if isinstance(e, ev.AddTask):
                 self.counters["tasks_added"] += 1
-                life = ends.get(e.task_key, math.inf) - t
-                if life < r.min_task_s:
-                    self.counters["not_vm_short"] += 1
+                d = next(decisions)
+                if d != "vm":
+                    self.counters[f"not_vm_{d}"] += 1
                     continue
-                if rng.random() >= r.task_fraction:
-                    self.counters["not_vm_fraction"] += 1
-                    continue
-                live = sum(1 for v in self.vms.values() if v.state in ("pending", "placing", "running"))
-                if live >= cap_vms:
-                    self.counters["not_vm_box_full"] += 1
-                    continue
-                vm = self._vm(t, e)
+                vm = self._vm(next(vms))
                 self.vms[vm.name] = vm
                 self.counters["vms_created"] += 1
                 self.spawn(self._place(vm))
@@ -201,17 +206,12 @@ class RealRun(PollMixin):
                 if vm is not None:
                     self.spawn(self._stop(vm))
 
-    def _vm(self, t: float, e) -> Vm:
-        s = self.d.scale
-        req_cores, mem = s.vm(e.cpu_request, e.mem_request)
-        use_cores, _ = s.vm(e.cpu_request * 0.45, 0.0)     # until the first usage record: the mean use/request
-        name = task_name(e.job_id, e.task_index)
-        prod = e.priority >= 9
-        spec = npb.VmSpec(name=name, mem_mib=mem, vcpus=1,
-                         workload=npb.Workload(cpu_load=use_cores, wss_mib=min(mem // 2, max_wss_mib(mem)),
-                                              dirty_mib_s=s.dirty_mib_s_per_core * use_cores),
-                         production=prod, priority=e.priority, req_cpu_cores=max(0.01, req_cores), user=e.user)
-        return Vm(name, t, spec, max(0.01, req_cores), mem, prod)
+    @staticmethod
+    def _vm(v: realplan.PlannedVm) -> Vm:
+        spec = npb.VmSpec(name=v.name, mem_mib=v.mem_mib, vcpus=1,
+                         workload=npb.Workload(cpu_load=v.use_cores, wss_mib=v.wss_mib, dirty_mib_s=v.dirty_mib_s),
+                         production=v.production, priority=v.priority, req_cpu_cores=v.req_cores, user=v.user)
+        return Vm(v.name, v.arrival_s, spec, v.req_cores, v.mem_mib, v.production)
 
     # -- placement -----------------------------------------------------------------------------------
     async def _place(self, vm: Vm) -> None:
@@ -295,9 +295,8 @@ class RealRun(PollMixin):
 
     async def _set_load(self, vm: Vm, cpu_rate: float) -> None:
         s = self.d.scale
-        cores, _ = s.vm(cpu_rate, 0.0)
-        wl = npb.Workload(cpu_load=cores, wss_mib=min(vm.mem // 2, max_wss_mib(vm.mem)),
-                         dirty_mib_s=s.dirty_mib_s_per_core * cores)
+        cores = s.cores(cpu_rate)
+        wl = npb.Workload(cpu_load=cores, wss_mib=s.wss(vm.mem), dirty_mib_s=s.dirty(cores))
         for attempt in range(2):
             try:
                 await self.node(vm.host, "SetWorkload", npb.SetWorkloadRequest(name=vm.name, workload=wl))

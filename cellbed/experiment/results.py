@@ -46,7 +46,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -316,6 +316,20 @@ class ResultsWriter:
         row = self._row(AllocationRow, row, columns)
         self._csv[ALLOCATIONS].writerow(csv_cells(row))
         self.counts["allocations"] += 1
+
+    def samples(self, name: str, columns: Sequence[str]) -> Callable[[Mapping[str, Any]], None]:
+        """Open one more CSV of the run (a real cell's ``vms.csv``); returns its row writer, which
+        takes a mapping of *columns* (floats rounded to 6 significant digits)."""
+        self._check_open()
+        f = open(self.path / name, "w", encoding="utf-8", newline="")
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(columns)
+        self._files.append(f)
+
+        def write(row: Mapping[str, Any]) -> None:
+            self._check_open()
+            w.writerow([f"{v:.6g}" if isinstance(v, float) else v for v in (row[c] for c in columns)])
+        return write
 
     def flush(self) -> None:
         """Push every buffered row to the OS."""

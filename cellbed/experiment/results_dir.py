@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 
 from cellbed.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument
-from cellbed.experiment.results_files import ALLOCATIONS, EVENTS, MANIFEST, MIGRATIONS, RESULTS_FORMAT, TICKS
+from cellbed.experiment.results_files import ALLOCATIONS, EVENTS, MANIFEST, MIGRATIONS, RESULTS_FORMAT, SANS, TICKS, VMS
 
 # Every file a run writes into its folder: the results (DESIGN §12), the report of one run
 # (cellbed/experiment/report.py) and a profile window (cellbed/experiment/profiling.py).
-RUN_FILES = (MANIFEST, MANIFEST + ".tmp", EVENTS, TICKS, MIGRATIONS, ALLOCATIONS,
+RUN_FILES = (MANIFEST, MANIFEST + ".tmp", EVENTS, TICKS, MIGRATIONS, ALLOCATIONS, VMS, SANS,
              "report.md", "summary.json", "asr.png", "overloaded.png", "migrations.png", "alloc_cdf.png",
              "profile.pstats", "profile.txt", "profile.json")
 

@@ -10,6 +10,11 @@ EVENTS = "events.jsonl"
 TICKS = "ticks.csv"
 MIGRATIONS = "migrations.csv"
 ALLOCATIONS = "allocations.csv"
+VMS = "vms.csv"
+SANS = "san.csv"
+"""A real cell's finished SAN rounds, with the time of each step after the overload (cellbed/metrics/san_timing.py)."""
+"""A real cell's per-VM samples, one row per VM per tick (what the model twin's guest overhead is
+fitted from: cellbed/experiment/twin_fit.py)."""
 RUN_COMPLETED = "run_completed"
 
 

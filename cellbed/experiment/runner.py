@@ -41,6 +41,7 @@ from cellbed.experiment.realcell import RealCellDriver
 from cellbed.experiment.report import write_report
 from cellbed.experiment.results import ResultsWriter, build_manifest, git_revision, runtime_versions
 from cellbed.experiment.scenario import Scenario
+from cellbed.experiment.twin import TwinDriver
 from cellbed.model.cell import ModelCell
 from cellbed.model.megha import megha_cell
 from cellbed.model.megha_stream import CPU_SCALE_CORES, MEM_SCALE_MIB
@@ -272,6 +273,7 @@ DRIVERS: dict[tuple[str, str], Callable[[Scenario], Any]] = {
     **{("model", fe): ModelDriver for fe in MASB_FRONTENDS + MEGHA_FRONTENDS},
     ("real", "masb"): RealCellDriver,
     ("real", "bestfit"): RealCellDriver,
+    ("twin", "masb"): TwinDriver,
 }
 """(cell.kind, policy.frontend) → driver factory. A combination not listed is refused with
 FailedPrecondition naming it; add a driver here to support it."""
@@ -321,14 +323,15 @@ def _failed(w: ResultsWriter, e: BaseException) -> None:
 
 def run_scenario(sc: Scenario, out: str | Path, *, progress: TextIO | None = sys.stderr, overwrite: bool = False,
                  report: bool = True, repo: str | Path | None = None,
-                 profile: tuple[float, float] | None = None) -> RunResult:
+                 profile: tuple[float, float] | None = None, driver: Any = None) -> RunResult:
     """Run *sc* and write its results folder *out* (see the module docstring).
     *profile* (from_s, to_s): cProfile that window of simulated time (model cells only).
+    *driver*: one built by the caller (``cellctl compare``'s twin, with its fitted guest overhead).
 
     Raises FailedPrecondition (before writing anything) for a combination no driver runs.  If the
     run fails, events.jsonl ends with ``run_failed`` and the folder stays incomplete.
     """
-    drv = driver_for(sc)
+    drv = driver if driver is not None else driver_for(sc)
     check_workload(sc)
     if profile is not None:
         if not isinstance(drv, ModelDriver):

@@ -11,7 +11,7 @@ from cellbed.experiment.schema import knob, section
 
 FRONTENDS = ("masb", "megha", "central", "sampling", "bestfit")
 FIT_NAMES = ("sum", "gpa")
-CELL_KINDS = ("model", "real")
+CELL_KINDS = ("model", "real", "twin")
 SOURCES = ("generator", "trace")
 SPIKE_POLICIES = ("none", "pause", "kill")
 ACCELS = ("auto", "kvm", "tcg")
@@ -21,7 +21,8 @@ ACCELS = ("auto", "kvm", "tcg")
 class CellSection:
     """``[cell]``: what the agents run on."""
 
-    kind: str = knob("model", "model = virtual-time model cell; real = namespace hosts with libvirt/QEMU",
+    kind: str = knob("model", "model = virtual-time model cell; real = namespace hosts with libvirt/QEMU; "
+                              "twin = a real scenario's VMs on model hosts in virtual time (cellctl compare)",
                      choices=CELL_KINDS)
     nodes: int = knob(12583, "model cell: nodes drawn from the GCD machine classes (GCD cell: 12,583); "
                              "ignored with a trace, whose machines make the cell", lo=1, hi=1_000_000)

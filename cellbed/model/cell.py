@@ -41,8 +41,10 @@ class ModelCell:
     def __init__(self, params: ModelCellParams, events: Iterable[ev.WorkloadEvent] | None = None, *,
                  on_tick: Callable[[TickRow], None] | None = None,
                  on_allocation: Callable[[AllocationRow], None] | None = None,
-                 on_migration: Callable[[MigrationRow], None] | None = None, **frontend_options) -> None:
-        """*frontend_options* go to the front-end (Megha: gm_params, lm_params, host_attributes)."""
+                 on_migration: Callable[[MigrationRow], None] | None = None, front: type | None = None,
+                 **frontend_options) -> None:
+        """*frontend_options* go to the front-end (Megha: gm_params, lm_params, host_attributes);
+        *front* replaces the front-end class the params choose (the real-cell twin's)."""
         self.p = params.validate()
         self.events = events
         self.on_tick = on_tick
@@ -51,13 +53,15 @@ class ModelCell:
         self.hosts: dict[str, ModelHost] = {}
         self.acc = TickAccumulator()
         self.env: Env | None = None
-        self.frontend = (MasbFront if params.frontend in MASB_FRONTENDS else MeghaFront)(self, **frontend_options)
+        if front is None:
+            front = MasbFront if params.frontend in MASB_FRONTENDS else MeghaFront
+        self.frontend = front(self, **frontend_options)
 
     # --- the Env (built inside the virtual-time loop) ------------------------------------------------
     def make_env(self, cost=None) -> Env:
         p = self.p
         self.env = assembly.model_env(p.seed, p.latency_s, p.jitter_s, cost=cost, migration_cost=p.cost,
-                                      migration_failure_prob=p.migration_failure_prob)
+                                      migration_failure_prob=p.migration_failure_prob, guest=p.guest)
         return self.env
 
     @property

@@ -44,6 +44,10 @@ HOST_EVENTS = (ev.AddNode, ev.RemoveNode)
 class StreamMixin:
     """Part of MasbFront (which owns the state these methods use)."""
 
+    admission = "used"
+    """The hosts' admission test (NodeConfig.admission): the model cell admits on measured use
+    (the overcommitted cell of MASB's simulation); the real-cell twin as a real node daemon does."""
+
     # --- tasks: names of runs, and specs -----------------------------------------------------
     def _name(self, key: tuple[int, int]) -> str:
         """The name of the task's current run."""
@@ -186,7 +190,8 @@ class StreamMixin:
         name = f"n{node_id}"
         self.node_of_id[node_id] = name
         cores, mib = self._capacity(cpu, mem)
-        cfg = assembly.model_config(name, cores, mib, monitor_period_s=self.p.monitor_period_s)
+        cfg = assembly.model_config(name, cores, mib, monitor_period_s=self.p.monitor_period_s,
+                                    admission=self.admission)
         h = await self.cell.add_host(cfg, start=False)
         await h.agent.start(first_sample_delay_s=self.rng.uniform(0, self.p.monitor_period_s))
         san, _ = assembly.build_san(self.cell.env, h.agent, dataclasses.replace(self.p.san, enabled=self.p.san.enabled),

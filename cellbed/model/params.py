@@ -6,6 +6,7 @@ import dataclasses
 from cellbed.controller.megha.params import CostModel
 from cellbed.daemon.san import SanConfig
 from cellbed.domain.errors import InvalidArgument, check_range
+from cellbed.domain.overhead import GuestOverhead
 from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.policy.migration import costfile
 from cellbed.policy.migration.cost import PrecopyParams
@@ -87,6 +88,7 @@ class ModelCellParams:
     overload_at_s: float = 0.0
     migration_failure_prob: float = 0.0
     cost: PrecopyParams = PrecopyParams()
+    guest: GuestOverhead = GuestOverhead()   # a real guest's overhead and boot (the real-cell twin); identity = none
     retry_per_tick: int = 0                # deferred placements retried per tick; 0: max(500, nodes // 4)
     # --- Megha, central, sampling ----------------------------------------------------------------
     megha: MeghaParams = MeghaParams()

@@ -26,7 +26,7 @@ REQUIRED = {
     ("vm", "start"): ["--host", "h1"], ("vm", "stop"): ["vm-a"], ("vm", "set-workload"): ["vm-a"],
     ("vm", "migrate"): ["vm-a", "--to", "h2"], ("vm", "abort-migration"): ["vm-a"],
     ("report",): ["results/x"], ("run",): ["scenarios/smoke.toml"], ("submit",): ["--cpu", "0.1", "--mem", "128"],
-    ("sweep",): ["sweeps/t3.toml"],
+    ("sweep",): ["sweeps/t3.toml"], ("compare",): ["scenarios/real-3host.toml"],
     ("task",): ["t1"], ("pki", "init"): ["--dir", "/srv/pki"],
     ("pki", "issue"): ["--dir", "/srv/pki", "--role", "node", "--name", "h1"],
 }
@@ -88,6 +88,7 @@ BAD = [
     (["run", "s.toml", "--set", "novalue"], ["--set", "KEY=VALUE"]),
     (["sweep", "s.toml", "--scheduler", "http://h1:8786"], ["--scheduler", "tcp://HOST:PORT"]),
     (["sweep", "s.toml", "--workers", "0"], ["--workers", "1..256"]),
+    (["compare", "s.toml", "--set", "novalue"], ["--set", "KEY=VALUE"]),
     (["submit", "--cpu", "-1", "--mem", "128"], ["--cpu", "0.001..1024"]),
     (["submit", "--cpu", "1", "--mem", "128", "--priority", "12"], ["--priority", "0..11"]),
     (["submit", "--cpu", "1", "--mem", "128", "--gm", "nohost"], ["--gm", "HOST:PORT"]),

@@ -1,0 +1,45 @@
+"""What a guest costs its host beyond its own workload: the model backend's picture of a real
+TCG guest (QEMU's resident memory and CPU, and its boot). Fitted from a real run by
+:mod:`cellbed.experiment.twin_fit`; the identity (the default) is the plain model, in which a
+task uses exactly what its workload says and starts at once.
+
+    host CPU of a guest   = cpu_base_cores + cpu_gain × its workload's cores   (while it runs)
+    host memory of a guest = mem_base_mib   + mem_gain × its memory (MiB)
+
+Under TCG a guest's QEMU soon holds all of its RAM (the kernel's page cache and allocator touch
+it) plus the translation cache and device state, whatever its working set.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from cellbed.domain.errors import check_range
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestOverhead:
+    cpu_base_cores: float = 0.0
+    cpu_gain: float = 1.0
+    mem_base_mib: float = 0.0
+    mem_gain: float = 1.0
+    boot_s: float = 0.0            # from StartVm to a running guest (the node agent waits for it)
+    boot_cpu_cores: float = 0.0    # host CPU while it boots
+
+    def validate(self) -> "GuestOverhead":
+        check_range("guest.cpu_base_cores", self.cpu_base_cores, 0.0, 4.0, "cores")
+        check_range("guest.cpu_gain", self.cpu_gain, 0.0, 20.0)
+        check_range("guest.mem_base_mib", self.mem_base_mib, 0.0, 65536.0, "MiB")
+        check_range("guest.mem_gain", self.mem_gain, 0.0, 20.0)
+        check_range("guest.boot_s", self.boot_s, 0.0, 3600.0, "s")
+        check_range("guest.boot_cpu_cores", self.boot_cpu_cores, 0.0, 64.0, "cores")
+        return self
+
+    @property
+    def identity(self) -> bool:
+        return self == GuestOverhead()
+
+    def cpu(self, cores: float) -> float:
+        return self.cpu_base_cores + self.cpu_gain * max(0.0, cores)
+
+    def mem(self, mem_mib: float) -> float:
+        return self.mem_base_mib + self.mem_gain * max(0.0, mem_mib)

@@ -1,0 +1,95 @@
+"""The real-cell scenario's model twin (cell.kind = "twin", cellctl compare's model side): the
+same VMs as the real runner would start, on model hosts whose guests cost what real TCG guests
+cost (a boot that takes time and CPU, QEMU's memory), written on the simulated axis."""
+import json
+from pathlib import Path
+
+import pytest
+
+from cellbed import assembly
+from cellbed.cli.main import main as cellctl
+from cellbed.domain.overhead import GuestOverhead
+from cellbed.domain.vm import VmSpec
+from cellbed.experiment import load_run
+from cellbed.workload import realplan
+from cellbed.experiment.realcell import RealCellDriver
+from cellbed.experiment.realrun import read_stream
+from cellbed.experiment.scenario import load_scenario
+from cellbed.experiment.twin import twin_events
+from cellbed.runtime.clock import run_virtual
+from cellbed.workload import events as ev
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIO = str(REPO / "scenarios" / "real-3host.toml")
+SETS = ["cell.kind=twin", "run.duration_s=1800"]
+
+
+def test_a_model_guest_boots_with_the_fitted_cost_then_runs_its_workload():
+    g = GuestOverhead(cpu_base_cores=0.05, cpu_gain=0.5, mem_base_mib=100, mem_gain=1.0, boot_s=5.0,
+                      boot_cpu_cores=0.3)
+
+    async def main():
+        env = assembly.model_env(0, guest=g)
+        h = await assembly.model_host(env, assembly.model_config("h1", 1.0, 1024, admission="requested"))
+        clock = env.clock
+        t0 = clock.monotonic()
+        await h.agent.start_vm(VmSpec(name="a", mem_mib=128, vcpus=1, cpu_load=0.2, wss_mib=48, req_cpu_cores=0.3))
+        # StartVm returned once the guest answered: after the boot, not before
+        assert clock.monotonic() - t0 >= 5.0
+        task = env.fabric.backends["h1"].tasks["a"]
+        assert task.mem_mib == 228 and task.cpu_cores == pytest.approx(0.05 + 0.5 * 0.2)
+        task.advance(t0 + 15.0)
+        # 5 s of boot at 0.3 cores, then 10 s at 0.15 cores
+        assert task.cpu_time_ns / 1e9 == pytest.approx(5 * 0.3 + 10 * 0.15)
+        assert env.fabric.set_workload("a", 0.4, 48, 3.2)
+        assert task.cpu_cores == pytest.approx(0.25) and task.spec.dirty_mib_s == 3.2
+        assert not env.fabric.set_workload("nobody", 0.4, 48, 3.2)
+        await h.agent.stop()
+    run_virtual(main())
+
+
+def test_twin_events_keep_only_the_vms_runs_on_the_wall_axis():
+    def add(t, j):
+        return (t, ev.AddTask(time_us=0, job_id=j, task_index=0, user="u", priority=0, scheduling_class=0,
+                              cpu_request=0.1, mem_request=0.1))
+
+    def use(t, j):
+        return (t, ev.UpdateTaskUsedResources(time_us=0, job_id=j, task_index=0, machine_id=None, start_us=0,
+                                              end_us=0, cpu_rate=0.05, canonical_memory=0.05))
+
+    def rm(t, j):
+        return (t, ev.RemoveTask(time_us=0, job_id=j, task_index=0, reason=ev.EndReason.FINISH))
+    stream = [add(0, 1), add(6, 2), use(12, 1), use(12, 2), rm(30, 2), rm(600, 1)]
+    p = realplan.Plan(decisions=["vm", "short"], vms=[])
+    out = twin_events(stream, p, comp=6.0, hosts=2, cpu_cores=0.5, mem_mib=1024)
+    assert [type(e).__name__ for e in out] == ["AddNode", "AddNode", "AddTask", "UpdateTaskUsedResources",
+                                              "RemoveTask"]
+    assert [e.time_us for e in out[2:]] == [0, 2_000_000, 100_000_000]      # simulated s / 6
+    assert all(e.job_id == 1 for e in out[2:]) and (out[0].cpu, out[0].mem) == (0.5, 1024.0)
+
+
+def test_the_twin_runs_the_real_runners_vms(tmp_path):
+    out = tmp_path / "twin"
+    cellctl(["run", SCENARIO, "--out", str(out), "--quiet", "--no-report", *sum((["--set", s] for s in SETS), [])])
+    run = load_run(out)
+    done = run.completed
+    assert done["driver"] == "twin" and done["ok"]
+    # the plan, worked out independently from the scenario as the real runner does
+    sc = load_scenario(SCENARIO, SETS)
+    drv = RealCellDriver(sc)
+    stream = read_stream(drv.gen_cfg, sc.run.duration_s)
+    p = realplan.plan(stream, drv.scale, hosts=3, max_vms_per_host=4, min_task_s=120.0, task_fraction=1.0, seed=1)
+    t = done["tasks"]
+    assert (t["added"], t["vms_created"], t["not_vm_box_full"], t["not_vm_short"]) == \
+        (sum(isinstance(e, ev.AddTask) for _, e in stream), len(p.vms), p.counts()["box_full"], p.counts()["short"])
+    assert t["lost"] == 0 and t["duplicated"] == 0
+    a = run.allocations(["task", "outcome", "host"])
+    assert set(a["task"]) == {v.name for v in p.vms}
+    assert set(a["host"][a["outcome"] == "placed"]) <= {"n1", "n2", "n3"}
+    # rows on the simulated axis, one per simulated minute, over the 3 hosts
+    assert list(run.ticks["t_s"]) == [60.0 * k for k in range(1, 31)]
+    assert (run.ticks["nodes"] == 3).all() and run.ticks["tasks_running"].max() >= 3
+    twin = json.loads((out / "manifest.json").read_text())["extra"]["twin"]
+    assert twin["san"]["window_s"] == pytest.approx(sc.policy.san.window_s / 6.0)   # wall-clock periods
+    assert twin["guest_overhead"] == {"cpu_base_cores": 0.0, "cpu_gain": 1.0, "mem_base_mib": 0.0, "mem_gain": 1.0,
+                                      "boot_s": 0.0, "boot_cpu_cores": 0.0}
