@@ -205,6 +205,13 @@ def _report(sub, handler: Handler) -> None:
     p.set_defaults(fn=handler("report_cmd", "cmd_report"))
 
 
+def _scenario_args(p, out_help: str) -> None:
+    p.add_argument("scenario", metavar="SCENARIO.toml")
+    p.add_argument("--out", metavar="DIR", help=out_help)
+    p.add_argument("--set", dest="overrides", action="append", default=[], type=key_value, metavar="KEY=VALUE",
+                   help="override a scenario key (repeatable)")
+
+
 def _run(sub, handler: Handler) -> None:
     p = _add(
         sub, "run", help="run a scenario (model or real cell) into a results folder with its report",
@@ -212,10 +219,7 @@ def _run(sub, handler: Handler) -> None:
                     "allocations.csv and report.md with plots into --out. --set overrides any scenario key "
                     "(dotted, e.g. run.seed=7, cell.nodes=500, policy.san.enabled=false). --out must be a new or "
                     "empty folder, or, with --overwrite, the folder of a previous run (whose files are replaced).")
-    p.add_argument("scenario", metavar="SCENARIO.toml")
-    p.add_argument("--out", metavar="DIR", help="results folder (default: results/<run name>-<UTC time>)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], type=key_value, metavar="KEY=VALUE",
-                   help="override a scenario key (repeatable)")
+    _scenario_args(p, "results folder (default: results/<run name>-<UTC time>)")
     p.add_argument("--overwrite", action="store_true", help="replace a previous run in --out (its report too)")
     p.add_argument("--no-report", action="store_true", help="skip report.md and the plots (cellctl report later)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -258,10 +262,7 @@ def _compare(sub, handler: Handler) -> None:
                          "fit the guest overhead from its per-VM samples, run the same VMs on the model twin "
                          "(cell.kind = 'twin') into OUT/model, and write OUT/compare.md, compare.json, compare.csv "
                          "and overlay plots.")
-    p.add_argument("scenario", metavar="SCENARIO.toml")
-    p.add_argument("--out", metavar="DIR", help="the comparison's folder (default: results/compare-<name>-<UTC time>)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], type=key_value, metavar="KEY=VALUE",
-                   help="override a scenario key (repeatable)")
+    _scenario_args(p, "the comparison's folder (default: results/compare-<name>-<UTC time>)")
     p.add_argument("--real-from", metavar="DIR", help="an existing real run of the same scenario (no real run now)")
     p.add_argument("--fit-from", metavar="DIR",
                    help="fit the twin's guest overhead and migration link from this other real run (out of sample)")

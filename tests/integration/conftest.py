@@ -63,3 +63,9 @@ def virsh_names(address_or_uri: str) -> list[str]:
     out = subprocess.run(["virsh", "-c", uri, "list", "--all", "--name"],
                          capture_output=True, text=True, timeout=30, check=True).stdout
     return [n for n in out.split() if n]
+
+
+def netns() -> set[str]:
+    """The network namespaces that exist now (a test checks that a cell it ran left none behind)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}

@@ -9,7 +9,6 @@ to the real cell's memory use than the plain model (--no-fit), which ignores tha
 close the twin comes on a 20-minute run is a figure (docs/results/fidelity.md), not a test.
 """
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,18 +17,13 @@ from matplotlib.image import imread
 from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run
 from cellbed.experiment.compare_plots import PLOTS
-from tests.integration.conftest import _can_run_cells
+from tests.integration.conftest import _can_run_cells, netns
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 SUBNET = "10.231.34.0/24"
 SETS = ["cell.subnet=" + SUBNET, "run.duration_s=1200", "workload.time_compression=9"]
-
-
-def netns() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
 @pytest.fixture(scope="module")

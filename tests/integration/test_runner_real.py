@@ -14,7 +14,7 @@ import pytest
 
 from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run
-from tests.integration.conftest import _can_run_cells
+from tests.integration.conftest import _can_run_cells, netns
 
 pytestmark = pytest.mark.integration
 
@@ -25,11 +25,6 @@ SUBNET = "10.231.51.0/24"
 def bridges() -> set[str]:
     out = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True).stdout
     return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
-
-
-def netns() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
 @pytest.fixture(scope="module")
