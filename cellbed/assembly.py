@@ -98,7 +98,7 @@ def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost:
     net = InProcNetwork(clock, latency_s, jitter_s, seed=seed)
     fabric = ModelFabric(clock, migration_cost, migration_failure_prob, seed=seed, guest=guest or GuestOverhead())
     return Env(clock=clock, transport_for=net.transport, seed=seed,
-               backend_for=lambda cfg: fabric.backend(cfg.host), serve=net.serve, net=net, fabric=fabric)
+               backend_for=lambda cfg: fabric.backend(cfg.host, cfg.cpu_cores), serve=net.serve, net=net, fabric=fabric)
 
 
 # --- the node daemon -------------------------------------------------------------------------------

@@ -41,13 +41,16 @@ class ModelTask:
     generation: int = 0
     ready_at: float = 0.0          # booting until then (GuestOverhead.boot_s): the guest does not answer yet
     boot_cpu: float = 0.0          # CPU while booting
+    moved: bool = False            # has migrated at least once (GuestOverhead.moved_mem_base_mib)
+    listed_at: float = -1.0        # the last list(): when, and the cpu time then (the host's CPU cap)
+    listed_ns: float = 0.0
 
     def usage_from_spec(self, guest: GuestOverhead = IDENTITY) -> None:
         s = self.spec
         self.cpu_cores = s.vcpus * s.cpu_load
         self.mem_mib = float(s.wss_mib) if s.wss_mib > 0 else float(s.mem_mib)
         if not guest.identity:
-            self.cpu_cores, self.mem_mib = guest.cpu(self.cpu_cores), guest.mem(s.mem_mib)
+            self.cpu_cores, self.mem_mib = guest.cpu(self.cpu_cores), guest.mem(s.mem_mib, self.moved)
 
     def advance(self, now: float) -> None:
         if self.state is DomState.RUNNING and now > self.last_t:
@@ -75,10 +78,13 @@ class ModelFabric:
         self.migrations = 0
         self.bytes_moved = 0
 
-    def backend(self, host: str) -> "ModelHypervisor":
+    def backend(self, host: str, cpu_cores: float | None = None) -> "ModelHypervisor":
+        """Host *host*'s backend; with GuestOverhead.host_cpu_cap, its guests share *cpu_cores*."""
         hv = self.backends.get(host)
         if hv is None:
             hv = self.backends[host] = ModelHypervisor(host, self)
+        if self.guest.host_cpu_cap and cpu_cores is not None:
+            hv.cpu_cap = cpu_cores
         return hv
 
     def set_usage(self, name: str, cpu_cores: float, mem_mib: float) -> bool:
@@ -175,6 +181,7 @@ class ModelHypervisor:
         self.clock = fabric.clock
         self.tasks: dict[str, ModelTask] = {}
         self._migrations: dict[str, asyncio.Task] = {}
+        self.cpu_cap: float | None = None
 
     async def open(self) -> None:
         return None
@@ -202,13 +209,37 @@ class ModelHypervisor:
     async def list(self) -> list[DomainSample]:
         now = self.clock.monotonic()
         out = []
+        sd = self.fabric.guest.cpu_noise_sd
         for name, t in self.tasks.items():
+            dt = now - t.last_t
             t.advance(now)
+            if sd > 0 and dt > 0 and t.state is DomState.RUNNING:   # TCG's jitter in the cpu-time deltas
+                t.cpu_time_ns = max(t.cpu_time_ns - t.cpu_cores * dt * 1e9,
+                                    t.cpu_time_ns + self.fabric.rng.gauss(0.0, sd) * dt * 1e9)
+        if self.cpu_cap is not None:
+            self._cap(now)
+        for name, t in self.tasks.items():
             out.append(DomainSample(name=name, state=t.state, reason=t.reason, spec=t.spec,
                                     cpu_time_ns=int(t.cpu_time_ns), rss_bytes=int(t.mem_mib * MIB),
                                     dirty_rate_mib_s=0.0 if math.isinf(t.spec.dirty_mib_s) else t.spec.dirty_mib_s,
                                     incoming=t.incoming))
         return out
+
+    def _cap(self, now: float) -> None:
+        """A real host cannot use more CPU than its cgroup quota: when its guests' demand since the
+        last look exceeds it, each guest gets its share of the quota (GuestOverhead.host_cpu_cap)."""
+        rates = {}
+        for name, t in self.tasks.items():
+            if 0 <= t.listed_at < now:
+                rates[name] = (t.cpu_time_ns - t.listed_ns) / 1e9 / (now - t.listed_at)
+        demand = sum(rates.values())
+        if demand > self.cpu_cap > 0:
+            f = self.cpu_cap / demand
+            for name, r in rates.items():
+                t = self.tasks[name]
+                t.cpu_time_ns = t.listed_ns + (t.cpu_time_ns - t.listed_ns) * f
+        for t in self.tasks.values():
+            t.listed_at, t.listed_ns = now, t.cpu_time_ns
 
     def _get(self, name: str) -> ModelTask:
         t = self.tasks.get(name)
@@ -309,6 +340,9 @@ class ModelHypervisor:
             raise errors.MigrationFailed(f"model host {dest} vanished during the migration of {name}")
         del self.tasks[name]
         t.advance(self.clock.monotonic())
+        if not self.fabric.guest.identity and not t.moved:   # only the pages sent: less resident memory
+            t.moved = True
+            t.mem_mib = self.fabric.guest.mem(t.spec.mem_mib, moved=True)
         target.tasks[name] = t
         self.fabric.location[name] = dest
         self.fabric.migrations += 1

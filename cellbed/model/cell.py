@@ -51,6 +51,8 @@ class ModelCell:
         self.on_allocation = on_allocation
         self.on_migration = on_migration
         self.hosts: dict[str, ModelHost] = {}
+        self.tick_incoming = True   # ticks count incoming VMs' use on both ends; the real-cell twin's do not,
+                                    # as a real cell's ticks (GetHostState) do not
         self.acc = TickAccumulator()
         self.env: Env | None = None
         if front is None:
@@ -87,7 +89,7 @@ class ModelCell:
         for h in self.hosts.values():
             v = h.agent.view()
             cpu, mem = v.capacity
-            (uc, um), (rc, rm) = v.used(), v.allocated()
+            (uc, um), (rc, rm) = v.used(self.tick_incoming), v.allocated()
             out.append(HostState(cpu, mem, uc, um, rc, rm, v.vm_count))
         return out
 

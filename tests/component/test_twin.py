@@ -2,6 +2,7 @@
 same VMs as the real runner would start, on model hosts whose guests cost what real TCG guests
 cost (a boot that takes time and CPU, QEMU's memory), written on the simulated axis."""
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from cellbed import assembly
 from cellbed.cli.main import main as cellctl
 from cellbed.domain.overhead import GuestOverhead
-from cellbed.domain.vm import VmSpec
+from cellbed.domain.vm import MigrationOptions, VmSpec
 from cellbed.experiment import load_run
 from cellbed.workload import realplan
 from cellbed.experiment.realcell import RealCellDriver
@@ -46,6 +47,62 @@ def test_a_model_guest_boots_with_the_fitted_cost_then_runs_its_workload():
         assert not env.fabric.set_workload("nobody", 0.4, 48, 3.2)
         await h.agent.stop()
     run_virtual(main())
+
+
+def test_a_hosts_guests_share_its_cpu_quota_jitter_and_shrink_once_moved():
+    g = GuestOverhead(mem_base_mib=110, moved_mem_base_mib=57, cpu_noise_sd=0.02, host_cpu_cap=True)
+
+    async def main():
+        env = assembly.model_env(3, guest=g)
+        hosts = [await assembly.model_host(env, assembly.model_config(f"h{i}", 0.35, 2048, admission="requested"))
+                 for i in (1, 2)]
+        for n in ("a", "b", "c"):
+            await hosts[0].agent.start_vm(VmSpec(name=n, mem_mib=128, vcpus=1, cpu_load=0.2, wss_mib=48,
+                                                 req_cpu_cores=0.1))
+        hv = env.fabric.backends["h1"]
+        assert hv.cpu_cap == 0.35 and hv.tasks["a"].mem_mib == 238
+        deltas = []
+        before = {n: 0.0 for n in "abc"}
+        for _ in range(40):
+            await env.clock.sleep(10.0)
+            samples = {d.name: d.cpu_time_ns for d in await hv.list()}
+            used = {n: (samples[n] - before[n]) / 1e9 / 10.0 for n in samples}
+            before = samples
+            deltas.append(sum(used.values()))
+            assert all(u >= 0 for u in used.values())            # cpu time never runs backwards
+        # 3 × 0.2 cores of demand on a 0.35-core quota: the guests get the quota, never more
+        assert max(deltas[1:]) <= 0.35 + 1e-9 and min(deltas[1:]) > 0.3
+        # a moved guest holds only what was sent
+        await hosts[0].agent.stop_vm("b")
+        await hosts[0].agent.stop_vm("c")
+        task = hv.tasks["a"]
+        await hv.migrate("a", "model://h2", MigrationOptions())
+        assert task.moved and task.mem_mib == 57 + 128
+        for h in hosts:
+            await h.agent.stop()
+    run_virtual(main())
+
+
+def test_jitter_has_the_fitted_spread():
+    g = GuestOverhead(cpu_noise_sd=0.02)
+
+    async def main():
+        env = assembly.model_env(5, guest=g)
+        h = await assembly.model_host(env, assembly.model_config("h1", 4.0, 2048, admission="requested"))
+        await h.agent.start_vm(VmSpec(name="a", mem_mib=128, vcpus=1, cpu_load=0.3, wss_mib=48, req_cpu_cores=0.3))
+        hv, last, rates = env.fabric.backends["h1"], None, []
+        for _ in range(400):
+            await env.clock.sleep(5.0)
+            (d,) = await hv.list()
+            if last is not None:
+                rates.append((d.cpu_time_ns - last) / 1e9 / 5.0)
+            last = d.cpu_time_ns
+        await h.agent.stop()
+        return rates
+    rates = run_virtual(main())
+    # the measured rate scatters by the fitted sd (a little less where the agent's own sample splits a window)
+    assert statistics.fmean(rates) == pytest.approx(0.3, abs=0.005)
+    assert 0.014 < statistics.pstdev(rates) < 0.022
 
 
 def test_twin_events_keep_only_the_vms_runs_on_the_wall_axis():
@@ -92,4 +149,5 @@ def test_the_twin_runs_the_real_runners_vms(tmp_path):
     twin = json.loads((out / "manifest.json").read_text())["extra"]["twin"]
     assert twin["san"]["window_s"] == pytest.approx(sc.policy.san.window_s / 6.0)   # wall-clock periods
     assert twin["guest_overhead"] == {"cpu_base_cores": 0.0, "cpu_gain": 1.0, "mem_base_mib": 0.0, "mem_gain": 1.0,
-                                      "boot_s": 0.0, "boot_cpu_cores": 0.0}
+                                      "boot_s": 0.0, "boot_cpu_cores": 0.0, "moved_mem_base_mib": None,
+                                      "cpu_noise_sd": 0.0, "host_cpu_cap": False}

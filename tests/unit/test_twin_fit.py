@@ -68,3 +68,19 @@ def test_guest_overhead_arithmetic_and_range():
     assert GuestOverhead().identity and GuestOverhead().cpu(0.3) == 0.3
     with pytest.raises(Exception, match="guest.cpu_gain"):
         GuestOverhead(cpu_gain=-1).validate()
+
+
+def test_moved_guests_memory_and_the_cpu_noise():
+    # v0..v3 never move: rss = 110 + mem; m moves from h1 to h2 at t=120 and then holds mem + 57.
+    # A guest that migrated in has no age on its new host (NaN) and no boot time there (0).
+    rows = [row(vm=f"v{i}", load=x, used=0.05 + 0.5 * x + e, mem=m, rss=110 + m)
+            for i, (x, m, e) in enumerate([(0.0, 96, 0.01), (0.2, 128, -0.01), (0.4, 96, 0.01), (0.8, 128, -0.01)])]
+    rows += [row(vm="m", t=60, mem=128, rss=238, used=0.1, load=0.1),
+             dict(row(vm="m", t=120, mem=128, rss=185, used=0.1, load=0.1, age="nan", boot=0.0), host="h2"),
+             dict(row(vm="m", t=180, mem=128, rss=185, used=0.1, load=0.1, age="nan", boot=0.0), host="h2")]
+    assert twin_fit.moved_flags(rows)[-3:] == [False, True, True]
+    g, info = twin_fit.fit(rows, period_s=5.0)
+    assert g.mem_base_mib == pytest.approx(110.0) and g.moved_mem_base_mib == pytest.approx(57.0)
+    assert info["moved_samples"] == 2 and info["booted_samples"] == 7
+    assert g.cpu_noise_sd > 0.005 and g.host_cpu_cap
+    assert g.mem(128, moved=True) == pytest.approx(185.0) and g.mem(128) == pytest.approx(238.0)
