@@ -132,7 +132,7 @@ def compare(sc: Scenario, out: str | Path, *, real_from: str | Path | None = Non
     src = load_run(fit_from) if fit_from is not None else real
     if fit:
         guest, info = fit_guest(src, sc)
-        link, info["link"] = twin_fit.fit_link(migration_records(src))
+        link, info["link"] = twin_fit.fit_link(migration_records(src), twin_probe.params.cost.setup_ms)
         info["from"] = str(src.path)
         drv = TwinDriver(twin_sc, guest=guest, link_mib_s=link)
     else:

@@ -124,22 +124,24 @@ def fit(rows: Iterable[Mapping[str, str]], period_s: float) -> tuple[GuestOverhe
     return g, info
 
 
-def fit_link(records: Iterable[Mapping]) -> tuple[float | None, dict]:
+def fit_link(records: Iterable[Mapping], setup_ms: float = 0.0) -> tuple[float | None, dict]:
     """The migration link's effective rate on the real cell (MiB/s): the median over its successful
-    migrations (the node daemons' migrations.jsonl records) of the bytes sent over the time spent
-    sending them (libvirt's time, less its setup). On a single-box cell QEMU's migration thread runs
-    inside the source host's CPU quota, beside its guests, so the rate depends on the hosts' size and
-    load, not only on the link: a calibration fitted on other hosts cannot know it. (libvirt's
-    ``memoryBps`` is the last iteration's rate, not the transfer's.) None without such records."""
+    migrations (the node daemons' migrations.jsonl records) of the bytes sent over the time the cost
+    model has to send them in, libvirt's time less the model's fixed *setup_ms* (the calibration's
+    ramp-up term), so that the model's time of a median migration is the real one. On a single-box
+    cell QEMU's migration thread runs inside the source host's CPU quota, beside its guests, so the
+    rate depends on the hosts' size and load, not only on the link: a calibration fitted on other
+    hosts cannot know it. (libvirt's ``memoryBps`` is the last iteration's rate, not the
+    transfer's.) None without such records."""
     rates = []
     for r in records:
         if r.get("outcome") != "MIGRATION_OUTCOME_SUCCEEDED":
             continue
         sent = float(r.get("memoryProcessedBytes") or 0) / 2**20
-        ms = float(r.get("timeElapsedMs") or 0) - float(r.get("setupTimeMs") or 0)
+        ms = float(r.get("timeElapsedMs") or 0) - max(float(r.get("setupTimeMs") or 0), setup_ms)
         if sent > 0 and ms > 0:
             rates.append(sent / (ms / 1000.0))
     if not rates:
         return None, {"migrations": 0}
     return round(statistics.median(rates), 3), {"migrations": len(rates), "min_mib_s": round(min(rates), 2),
-                                                 "max_mib_s": round(max(rates), 2)}
+                                                 "max_mib_s": round(max(rates), 2), "setup_ms": setup_ms}

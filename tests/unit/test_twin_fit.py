@@ -58,8 +58,11 @@ def test_link_rate_is_bytes_over_sending_time():
             {"outcome": ok, "memoryProcessedBytes": str(80 * 2**20), "timeElapsedMs": 4010, "setupTimeMs": 10},
             {"outcome": "MIGRATION_OUTCOME_FAILED", "memoryProcessedBytes": "1", "timeElapsedMs": 1}]
     rate, info = twin_fit.fit_link(recs)
-    assert rate == pytest.approx(20.0) and info == {"migrations": 3, "min_mib_s": 20.0, "max_mib_s": 30.0}
+    assert rate == pytest.approx(20.0) and info == {"migrations": 3, "min_mib_s": 20.0, "max_mib_s": 30.0,
+                                                    "setup_ms": 0.0}
     assert twin_fit.fit_link(recs[3:]) == (None, {"migrations": 0})
+    # the model's own setup term comes off the time first: 100 MiB in 5.01 s less 1.01 s -> 25 MiB/s
+    assert twin_fit.fit_link(recs[:1], setup_ms=1010.0)[0] == pytest.approx(25.0)
 
 
 def test_guest_overhead_arithmetic_and_range():
