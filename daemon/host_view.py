@@ -59,13 +59,12 @@ class HostView:
             cpu += r.spec.requested_cpu
         return cpu, mem
 
-    def used(self, incoming: bool = True) -> tuple[float, float]:
+    def used(self) -> tuple[float, float]:
         """(CPU cores, memory MiB) used: measured use of the VMs here (incl. those leaving) plus
-        the use of every VM on its way in (DESIGN §7: counted on both ends); without *incoming*,
-        the VMs here only (what GetHostState's cpu_used_cores and mem_used_mib report)."""
+        the use of every VM on its way in (DESIGN §7: counted on both ends)."""
         cpu = sum(e.cpu_used_cores for e in self.vms.values())
         mem = sum(e.rss_mib for e in self.vms.values())
-        for r in self.incoming.values() if incoming else ():
+        for r in self.incoming.values():
             cpu += r.cpu_used
             mem += r.mem_used
         return cpu, mem

@@ -138,7 +138,7 @@ class TwinDriver:
         cell = ModelCell(self.params, events, on_tick=on_tick, on_allocation=on_allocation, on_migration=on_migration,
                          front=TwinFront, vms={v.name: v for v in plan.vms}, scale=self.real.scale,
                          boots_at_once=BOOTS_AT_ONCE)
-        cell.tick_incoming = False                # the real runner's ticks read GetHostState
+        cell.ticks_from_samples = True            # as the real runner's ticks read GetHostState
         wall0 = time.perf_counter()
         s = run_virtual(cell.run())
         wall = time.perf_counter() - wall0

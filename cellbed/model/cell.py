@@ -51,8 +51,8 @@ class ModelCell:
         self.on_allocation = on_allocation
         self.on_migration = on_migration
         self.hosts: dict[str, ModelHost] = {}
-        self.tick_incoming = True   # ticks count incoming VMs' use on both ends; the real-cell twin's do not,
-                                    # as a real cell's ticks (GetHostState) do not
+        self.ticks_from_samples = False   # the real-cell twin's ticks read each host's last sample, as a
+                                          # real cell's runner does (GetHostState), not the live view
         self.acc = TickAccumulator()
         self.env: Env | None = None
         if front is None:
@@ -87,9 +87,14 @@ class ModelCell:
     def host_states(self) -> list[HostState]:
         out = []
         for h in self.hosts.values():
+            if self.ticks_from_samples:
+                s = h.agent.host_sample
+                out.append(HostState(s.capacity.cpu_cores, s.capacity.mem_mib, s.cpu_used_cores, s.mem_used_mib,
+                                     s.cpu_req_cores, s.mem_alloc_mib, s.vm_count))
+                continue
             v = h.agent.view()
             cpu, mem = v.capacity
-            (uc, um), (rc, rm) = v.used(self.tick_incoming), v.allocated()
+            (uc, um), (rc, rm) = v.used(), v.allocated()
             out.append(HostState(cpu, mem, uc, um, rc, rm, v.vm_count))
         return out
 
