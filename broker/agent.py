@@ -19,7 +19,7 @@ from cellbed.runtime.rpc import handles_errors
 from cellbed.runtime.transport import Transport
 from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg, node_pb2 as npb
 from cellbed.broker.cache import NodeCache
-from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, rus_ok
+from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, random_head, rus_ok
 
 log = logging.getLogger(__name__)
 ALLOCATE_TRIES = 3
@@ -170,18 +170,22 @@ class BrokerAgent:
             raise errors.InvalidArgument(f"spec.name={req.spec.name!r} must equal task.name={req.task.name!r}")
         used, reqv = task_vectors(req.task)
         cons = wire.constraints_from_pb(req.task.constraints)
-        fresh = self.rng.permutation(self.cache.fresh(self.clock.now()))
         extra = None
-        if req.task.production:
+        if req.task.production and self.params.pool_sampling == "draw":
+            # per chunk: the drawn head is a few hundred nodes (the same mask, elementwise)
+            extra = lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, self.params.max_util)  # noqa: E731
+        elif req.task.production:
             # once over the whole cache, then looked up per chunk: a production task often
             # passes RUS on few nodes, so the scan covers most of the cache
             extra = rus_ok(self.cache.prod, self.cache.cap, reqv, self.params.max_util).__getitem__
-        pool, examined = self.cache.first_matching(fresh, cons, self.params.initial_scan_limit, extra)
+        fresh, pool, examined = self._initial_pool(cons, extra)
         ranked, scanned, _ = initial(pool, np.ones(len(pool), dtype=bool), self.cache.cap, self.cache.req,
                                      self.cache.used, reqv, self.params, limit=ALLOCATE_TRIES)
         self.counters["allocations"] += 1
         if not ranked:
             self.counters["allocations_no_room"] += 1
+            band = "production" if req.task.production else "other"
+            self.counters[f"allocations_no_room_{band}_{self._no_room_why(fresh, pool, cons)}"] += 1
             raise errors.FailedPrecondition(
                 f"{self.name}: no node for task {req.task.name} ({reqv[0]:.3f} cores, {reqv[1]:.0f} MiB, "
                 f"{len(cons)} constraint(s)): {len(pool)} matching of {examined} examined ({len(fresh)} fresh), "
@@ -216,6 +220,36 @@ class BrokerAgent:
         raise errors.FailedPrecondition(f"{self.name}: task {req.task.name}: the {refused} best node(s) refused it")
 
 
+    def _no_room_why(self, fresh: np.ndarray, pool: np.ndarray, cons) -> str:
+        """Why an initial allocation found no node: no fresh node at all, none meets the
+        constraints, none passes the RUS rule (production), or the matching ones are full."""
+        if len(fresh) == 0:
+            return "no_fresh"
+        if len(pool):
+            return "full"
+        if cons and not self.cache.match(fresh, cons).any():
+            return "constraints"
+        return "rus"
+
+    def _initial_pool(self, cons, extra) -> tuple[np.ndarray, np.ndarray, int]:
+        """(fresh nodes, the first initial_scan_limit of them that match in a random order, how many
+        were examined). ``pool_sampling = draw``: the head of the order is drawn, and the rest
+        permuted only when the head holds too few matches."""
+        fresh = self.cache.fresh(self.clock.now())
+        limit = self.params.initial_scan_limit
+        head = 2 * limit
+        if self.params.pool_sampling != "draw" or len(fresh) <= head:
+            pool, examined = self.cache.first_matching(self.rng.permutation(fresh), cons, limit, extra)
+            return fresh, pool, examined
+        first = random_head(len(fresh), head, self.rng)
+        pool, examined = self.cache.first_matching(fresh[first], cons, limit, extra)
+        if len(pool) < limit:
+            rest = self.rng.permutation(np.delete(fresh, first))
+            more, seen = self.cache.first_matching(rest, cons, limit - len(pool), extra)
+            pool, examined = np.concatenate([pool, more]), examined + seen
+        return fresh, pool, examined
+
+
 class BrokerServicer(masbpbg.BrokerAgentServicer):
     """Thin: translate, delegate."""
 
@@ -241,7 +275,7 @@ class BrokerServicer(masbpbg.BrokerAgentServicer):
     @handles_errors
     async def SyncCache(self, request, context):
         a = self.agent
-        check.sync_cache(request, a.clock.now(), a.params.max_clock_skew_s)
+        check.sync_cache(request, a.clock.now(), a.params.max_clock_skew_s, checked=a.cache.holds)
         theirs = {r.host: r.sampled_unix_s for r in request.entries}
         accepted = sum(a.cache.update(r) for r in request.entries)
         newer = [r for r in a.cache.entries() if r.sampled_unix_s > theirs.get(r.host, -1.0)]
