@@ -170,15 +170,7 @@ class BrokerAgent:
             raise errors.InvalidArgument(f"spec.name={req.spec.name!r} must equal task.name={req.task.name!r}")
         used, reqv = task_vectors(req.task)
         cons = wire.constraints_from_pb(req.task.constraints)
-        extra = None
-        if req.task.production and self.params.pool_sampling == "draw":
-            # per chunk: the drawn head is a few hundred nodes (the same mask, elementwise)
-            extra = lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, self.params.max_util)  # noqa: E731
-        elif req.task.production:
-            # once over the whole cache, then looked up per chunk: a production task often
-            # passes RUS on few nodes, so the scan covers most of the cache
-            extra = rus_ok(self.cache.prod, self.cache.cap, reqv, self.params.max_util).__getitem__
-        fresh, pool, examined = self._initial_pool(cons, extra)
+        fresh, pool, examined = self._initial_pool(cons, reqv if req.task.production else None)
         ranked, scanned, _ = initial(pool, np.ones(len(pool), dtype=bool), self.cache.cap, self.cache.req,
                                      self.cache.used, reqv, self.params, limit=ALLOCATE_TRIES)
         self.counters["allocations"] += 1
@@ -193,7 +185,7 @@ class BrokerAgent:
         # the launches below wait on nodes; a warm start has ~10 tasks per node in flight at
         # once, so do not keep the per-call arrays alive (at 12,500 nodes the shuffled pool
         # alone is 100 KiB per allocation: 9.4 GiB peak RSS before this)
-        del fresh, pool, extra
+        del fresh, pool
         refused = 0
         load = tuple(used if used.any() else reqv)
         for pick in ranked:
@@ -231,21 +223,28 @@ class BrokerAgent:
             return "constraints"
         return "rus"
 
-    def _initial_pool(self, cons, extra) -> tuple[np.ndarray, np.ndarray, int]:
+    def _initial_pool(self, cons, prod_req: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
         """(fresh nodes, the first initial_scan_limit of them that match in a random order, how many
-        were examined). ``pool_sampling = draw``: the head of the order is drawn, and the rest
-        permuted only when the head holds too few matches."""
-        fresh = self.cache.fresh(self.clock.now())
+        were examined); *prod_req*: a production task's request (the RUS rule is a match test
+        then). ``pool_sampling = draw``: the head of the order is drawn, and the rest permuted only
+        when the head holds too few matches."""
+        cache, mu = self.cache, self.params.max_util
+        # the RUS mask once over the whole cache, then looked up per chunk: a production task
+        # often passes RUS on few nodes, so a scan covers most of the cache
+        whole = (lambda: rus_ok(cache.prod, cache.cap, prod_req, mu).__getitem__) if prod_req is not None \
+            else (lambda: None)
+        fresh = cache.fresh(self.clock.now())
         limit = self.params.initial_scan_limit
         head = 2 * limit
         if self.params.pool_sampling != "draw" or len(fresh) <= head:
-            pool, examined = self.cache.first_matching(self.rng.permutation(fresh), cons, limit, extra)
+            pool, examined = cache.first_matching(self.rng.permutation(fresh), cons, limit, whole())
             return fresh, pool, examined
         first = random_head(len(fresh), head, self.rng)
-        pool, examined = self.cache.first_matching(fresh[first], cons, limit, extra)
+        on_head = None if prod_req is None else (lambda idx: rus_ok(cache.prod[idx], cache.cap[idx], prod_req, mu))
+        pool, examined = cache.first_matching(fresh[first], cons, limit, on_head)   # the same mask, elementwise
         if len(pool) < limit:
             rest = self.rng.permutation(np.delete(fresh, first))
-            more, seen = self.cache.first_matching(rest, cons, limit - len(pool), extra)
+            more, seen = cache.first_matching(rest, cons, limit - len(pool), whole())
             pool, examined = np.concatenate([pool, more]), examined + seen
         return fresh, pool, examined
 
