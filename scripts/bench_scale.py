@@ -81,8 +81,9 @@ def one(nodes: int, minutes: float, path: str, profile: str, out: Path, max_wall
 
     cut = ""
     s = None
+    cell = ModelCell(model_cell_params(sc), on_tick=on_tick)
     try:
-        s = run_virtual(ModelCell(model_cell_params(sc), on_tick=on_tick).run())
+        s = run_virtual(cell.run())
     except Cut as e:
         cut = str(e)
     if window is not None:
@@ -100,7 +101,10 @@ def one(nodes: int, minutes: float, path: str, profile: str, out: Path, max_wall
     if s is not None:
         res.update(lost=len(s.lost), duplicated=len(s.duplicated), tasks_live=s.tasks_live,
                    pending=s.tasks_pending, migrations=len(s.migrations),
-                   overloaded_mean=statistics.fmean(t.overloaded / t.nodes for t in s.ticks))
+                   overloaded_mean=statistics.fmean(t.overloaded / t.nodes for t in s.ticks),
+                   no_room={k: v for k, v in sorted(s.broker_counters.items()) if k.startswith("allocations_no_room")},
+                   deferred={k: v for k, v in sorted(cell.frontend.counters.items())
+                             if k.startswith("placement_deferred")})
     return res
 
 
