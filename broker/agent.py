@@ -19,7 +19,7 @@ from cellbed.runtime.rpc import handles_errors
 from cellbed.runtime.transport import Transport
 from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg, node_pb2 as npb
 from cellbed.broker.cache import NodeCache
-from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, rus_ok
+from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, random_head, rus_ok
 
 log = logging.getLogger(__name__)
 ALLOCATE_TRIES = 3
@@ -170,18 +170,14 @@ class BrokerAgent:
             raise errors.InvalidArgument(f"spec.name={req.spec.name!r} must equal task.name={req.task.name!r}")
         used, reqv = task_vectors(req.task)
         cons = wire.constraints_from_pb(req.task.constraints)
-        fresh = self.rng.permutation(self.cache.fresh(self.clock.now()))
-        extra = None
-        if req.task.production:
-            # once over the whole cache, then looked up per chunk: a production task often
-            # passes RUS on few nodes, so the scan covers most of the cache
-            extra = rus_ok(self.cache.prod, self.cache.cap, reqv, self.params.max_util).__getitem__
-        pool, examined = self.cache.first_matching(fresh, cons, self.params.initial_scan_limit, extra)
+        fresh, pool, examined = self._initial_pool(cons, reqv if req.task.production else None)
         ranked, scanned, _ = initial(pool, np.ones(len(pool), dtype=bool), self.cache.cap, self.cache.req,
                                      self.cache.used, reqv, self.params, limit=ALLOCATE_TRIES)
         self.counters["allocations"] += 1
         if not ranked:
             self.counters["allocations_no_room"] += 1
+            band = "production" if req.task.production else "other"
+            self.counters[f"allocations_no_room_{band}_{self._no_room_why(fresh, pool, cons)}"] += 1
             raise errors.FailedPrecondition(
                 f"{self.name}: no node for task {req.task.name} ({reqv[0]:.3f} cores, {reqv[1]:.0f} MiB, "
                 f"{len(cons)} constraint(s)): {len(pool)} matching of {examined} examined ({len(fresh)} fresh), "
@@ -189,7 +185,7 @@ class BrokerAgent:
         # the launches below wait on nodes; a warm start has ~10 tasks per node in flight at
         # once, so do not keep the per-call arrays alive (at 12,500 nodes the shuffled pool
         # alone is 100 KiB per allocation: 9.4 GiB peak RSS before this)
-        del fresh, pool, extra
+        del fresh, pool
         refused = 0
         load = tuple(used if used.any() else reqv)
         for pick in ranked:
@@ -214,6 +210,43 @@ class BrokerAgent:
                                             broker=self.name)
         self.counters["allocations_failed"] += 1
         raise errors.FailedPrecondition(f"{self.name}: task {req.task.name}: the {refused} best node(s) refused it")
+
+
+    def _no_room_why(self, fresh: np.ndarray, pool: np.ndarray, cons) -> str:
+        """Why an initial allocation found no node: no fresh node at all, none meets the
+        constraints, none passes the RUS rule (production), or the matching ones are full."""
+        if len(fresh) == 0:
+            return "no_fresh"
+        if len(pool):
+            return "full"
+        if cons and not self.cache.match(fresh, cons).any():
+            return "constraints"
+        return "rus"
+
+    def _initial_pool(self, cons, prod_req: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, int]:
+        """(fresh nodes, the first initial_scan_limit of them that match in a random order, how many
+        were examined); *prod_req*: a production task's request (the RUS rule is a match test
+        then). ``pool_sampling = draw``: the head of the order is drawn, and the rest permuted only
+        when the head holds too few matches."""
+        cache, mu = self.cache, self.params.max_util
+        # the RUS mask once over the whole cache, then looked up per chunk: a production task
+        # often passes RUS on few nodes, so a scan covers most of the cache
+        whole = (lambda: rus_ok(cache.prod, cache.cap, prod_req, mu).__getitem__) if prod_req is not None \
+            else (lambda: None)
+        fresh = cache.fresh(self.clock.now())
+        limit = self.params.initial_scan_limit
+        head = 2 * limit
+        if self.params.pool_sampling != "draw" or len(fresh) <= head:
+            pool, examined = cache.first_matching(self.rng.permutation(fresh), cons, limit, whole())
+            return fresh, pool, examined
+        first = random_head(len(fresh), head, self.rng)
+        on_head = None if prod_req is None else (lambda idx: rus_ok(cache.prod[idx], cache.cap[idx], prod_req, mu))
+        pool, examined = cache.first_matching(fresh[first], cons, limit, on_head)   # the same mask, elementwise
+        if len(pool) < limit:
+            rest = self.rng.permutation(np.delete(fresh, first))
+            more, seen = cache.first_matching(rest, cons, limit - len(pool), whole())
+            pool, examined = np.concatenate([pool, more]), examined + seen
+        return fresh, pool, examined
 
 
 class BrokerServicer(masbpbg.BrokerAgentServicer):
@@ -241,7 +274,7 @@ class BrokerServicer(masbpbg.BrokerAgentServicer):
     @handles_errors
     async def SyncCache(self, request, context):
         a = self.agent
-        check.sync_cache(request, a.clock.now(), a.params.max_clock_skew_s)
+        check.sync_cache(request, a.clock.now(), a.params.max_clock_skew_s, checked=a.cache.holds)
         theirs = {r.host: r.sampled_unix_s for r in request.entries}
         accepted = sum(a.cache.update(r) for r in request.entries)
         newer = [r for r in a.cache.entries() if r.sampled_unix_s > theirs.get(r.host, -1.0)]

@@ -180,5 +180,14 @@ class NodeCache:
             step *= 2
         return (np.concatenate(out) if out else pool[:0]), seen
 
+    def holds(self, r: masbpb.NodeReport) -> bool:
+        """This very report (every field equal) is the live entry of its node. (Every report here
+        passed the broker's checks before it was stored.)"""
+        i = self.index.get(r.host)
+        if i is None or not self.live[i]:
+            return False
+        mine = self.reports[i]
+        return mine is not None and mine == r
+
     def entries(self) -> list[masbpb.NodeReport]:
         return [r for i, r in enumerate(self.reports) if r is not None and self.live[i]]

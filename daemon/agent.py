@@ -53,7 +53,11 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
         self.clock = clock
         self.peers = PeerDirectory(cfg.peers_file)
         self.transport = transport
-        self._sample_listeners: list = []                  # called after every periodic sample
+        self._sample_listeners: list = []                  # (fn, may_skip, skipped): after every periodic sample
+        self._changes_seen: tuple = (None, None)           # the backend's change count at the last two samples
+        self._skipped = False                              # samples were skipped since the last one taken
+        self.samples_skipped = 0
+        self.samples_taken = 0
         self.vms: dict[str, VmEntry] = {}
         self.incoming: dict[str, Reservation] = {}        # migration id -> reservation
         self._view = HostView(cfg, self.vms, self.incoming)
@@ -194,13 +198,15 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
         """(CPU cores, memory MiB) used here, incoming VMs' use included (DESIGN §7)."""
         return self._view.used()
 
-    def add_sample_listener(self, fn) -> None:
-        """*fn()* runs after every periodic sample (the SAN's step-1 trigger)."""
-        self._sample_listeners.append(fn)
+    def add_sample_listener(self, fn, may_skip=None, skipped=None) -> None:
+        """*fn()* runs after every periodic sample (the SAN's step-1 trigger). With event-driven
+        sampling (``cfg.skip_quiet_samples``), a period in which nothing here changed is skipped
+        only if every listener's *may_skip()* agrees (a listener without one never does); then
+        *skipped()* runs instead of *fn*."""
+        self._sample_listeners.append((fn, may_skip, skipped))
 
     def remove_sample_listener(self, fn) -> None:
-        if fn in self._sample_listeners:
-            self._sample_listeners.remove(fn)
+        self._sample_listeners = [x for x in self._sample_listeners if x[0] != fn]
 
     def update_attributes(self, set_: dict | None = None, remove=()) -> None:
         """Change this host's attributes (a trace's machine attribute events)."""

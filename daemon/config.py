@@ -37,6 +37,7 @@ class NodeConfig:
     admission: str = "requested"             # "requested": Σ requests ≤ capacity; "used": Σ use + request ≤ capacity
     measure_daemon: bool = True              # sample the daemon's own RSS/CPU (off in model cells)
     poll_guests: bool = True                 # ask every guest for its status at each sample
+    skip_quiet_samples: bool = False         # event-driven sampling (model backend): skip a sample when nothing changed
     attributes: dict = dataclasses.field(default_factory=dict)  # machine properties for constraints
     brokers: str = ""                        # MASB: "name=host:port,..." of broker agents; "" = no SAN
     san: dict = dataclasses.field(default_factory=dict)  # SanConfig overrides (daemon/san.py)

@@ -154,6 +154,7 @@ class ModelGuest:
               if v is not None}
         t.spec = dataclasses.replace(t.spec, **ch)
         t.usage_from_spec()
+        self.hv.touch()
         return await self.status()
 
     async def check(self, *, timeout_s: float | None = None) -> IntegrityReport:
@@ -165,6 +166,7 @@ class ModelGuest:
         t = self._task()
         if kind == "panic":
             t.state, t.reason = DomState.CRASHED, "panicked"
+            self.hv.touch()
         return FaultReport(kind=kind, page=None)
 
     async def close(self) -> None:
@@ -182,6 +184,24 @@ class ModelHypervisor:
         self.tasks: dict[str, ModelTask] = {}
         self._migrations: dict[str, asyncio.Task] = {}
         self.cpu_cap: float | None = None
+        self._changes = 0              # bumped whenever a task here starts, stops, moves or changes its use
+        self._booting_until = -math.inf
+        self._boot_seen = -math.inf
+
+    def touch(self) -> None:
+        """A task here changed (its use, state or spec), or one came or went."""
+        self._changes += 1
+
+    def changes(self, now: float) -> int | None:
+        """A counter that moves whenever what a sample would measure here may change; None while a
+        guest is booting (its use changes at the end of its boot, with no call). Equal counts at two
+        times: every task's use was constant in between (the node agent's event-driven sampling)."""
+        if now < self._booting_until:
+            return None
+        if self._booting_until > self._boot_seen:     # a boot ended since the last look
+            self._boot_seen = self._booting_until
+            self._changes += 1
+        return self._changes
 
     async def open(self) -> None:
         return None
@@ -192,6 +212,7 @@ class ModelHypervisor:
             job.cancel()
         names = list(self.tasks)
         self.tasks.clear()
+        self.touch()
         return names
 
     async def close(self) -> None:
@@ -261,6 +282,8 @@ class ModelHypervisor:
         t.usage_from_spec(g)
         self.tasks[spec.name] = t
         self.fabric.location[spec.name] = self.host
+        self._booting_until = max(self._booting_until, t.ready_at)
+        self.touch()
 
     async def stop(self, name: str) -> None:
         self._get(name)
@@ -268,6 +291,7 @@ class ModelHypervisor:
             raise errors.FailedPrecondition(f"model task {name} is migrating; abort it first")
         del self.tasks[name]
         self.fabric.location.pop(name, None)
+        self.touch()
 
     async def domain_state(self, name: str) -> tuple[DomState, str]:
         t = self._get(name)
@@ -280,6 +304,7 @@ class ModelHypervisor:
         t.advance(self.clock.monotonic())
         old = t.spec
         t.spec = spec
+        self.touch()
         if (spec.vcpus * spec.cpu_load, spec.wss_mib, spec.dirty_mib_s) != \
                 (old.vcpus * old.cpu_load, old.wss_mib, old.dirty_mib_s):
             t.usage_from_spec(self.fabric.guest)
@@ -290,11 +315,13 @@ class ModelHypervisor:
         t = self._get(name)
         t.advance(self.clock.monotonic())
         t.state, t.reason = DomState.PAUSED, "paused"
+        self.touch()
 
     async def resume(self, name: str) -> None:
         t = self._get(name)
         t.advance(self.clock.monotonic())
         t.state, t.reason = DomState.RUNNING, "unpaused"
+        self.touch()
 
     def set_usage(self, name: str, cpu_cores: float, mem_mib: float) -> None:
         """Drive a task's usage directly (model workload replay), capped at its vCPUs and memory;
@@ -302,7 +329,10 @@ class ModelHypervisor:
         t = self._get(name)
         t.advance(self.clock.monotonic())
         # a VM cannot use more CPU than its vCPUs, nor more memory than it has
-        t.cpu_cores, t.mem_mib = min(cpu_cores, float(t.spec.vcpus)), min(mem_mib, float(t.spec.mem_mib))
+        use = min(cpu_cores, float(t.spec.vcpus)), min(mem_mib, float(t.spec.mem_mib))
+        if use != (t.cpu_cores, t.mem_mib):
+            t.cpu_cores, t.mem_mib = use
+            self.touch()
 
     def set_workload(self, name: str, cpu_cores: float, wss_mib: float, dirty_mib_s: float) -> None:
         t = self._get(name)
@@ -310,6 +340,7 @@ class ModelHypervisor:
         t.spec = dataclasses.replace(t.spec, cpu_load=min(1.0, cpu_cores / max(1, t.spec.vcpus)),
                                      wss_mib=int(wss_mib), dirty_mib_s=dirty_mib_s)
         t.usage_from_spec(self.fabric.guest)
+        self.touch()
 
     async def migrate(self, name: str, dest_uri: str, opts: MigrationOptions, on_progress=None) -> MigrationStats:
         t = self._get(name)
@@ -344,6 +375,8 @@ class ModelHypervisor:
             t.moved = True
             t.mem_mib = self.fabric.guest.mem(t.spec.mem_mib, moved=True)
         target.tasks[name] = t
+        self.touch()
+        target.touch()
         self.fabric.location[name] = dest
         self.fabric.migrations += 1
         self.fabric.bytes_moved += cost.bytes

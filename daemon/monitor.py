@@ -23,6 +23,12 @@ class MonitorMixin:
         if ensure is not None and self.journal.enabled:
             await ensure()
         now = self.clock.monotonic()
+        if self.cfg.skip_quiet_samples:
+            changes = getattr(self.hv, "changes", None)
+            self._changes_seen = (self._changes_seen[1], changes(now) if changes is not None else None)
+        skipped, self._skipped = self._skipped, False
+        self.samples_taken += 1
+        period = self.cfg.monitor_period_s
         doms = await self.hv.list()
         departed = {n for n, t in self.departed.items() if t >= now}   # left while we were listing: stale
         seen = set()
@@ -41,7 +47,13 @@ class MonitorMixin:
                 e = self.vms[d.name] = VmEntry(spec=d.spec)   # found in libvirt: adopt
                 log.info("adopted VM %s from libvirt (%s, %s)", d.name, d.state.value, d.reason)
             if e.last_t and d.cpu_time_ns >= e.last_cpu_ns:
-                e.cpu_used_cores = (d.cpu_time_ns - e.last_cpu_ns) / 1e9 / max(1e-3, now - e.last_t)
+                t0, c0 = e.last_t, e.last_cpu_ns
+                if skipped and now - t0 > period:
+                    # periods skipped while quiet: measure the last one, as a periodic sample
+                    # would; the use before it was constant, the one measured at t0
+                    c0 += e.cpu_used_cores * (now - period - t0) * 1e9
+                    t0 = now - period
+                e.cpu_used_cores = (d.cpu_time_ns - c0) / 1e9 / max(1e-3, now - t0)
             e.last_cpu_ns, e.last_t = d.cpu_time_ns, now
             e.rss_mib = d.rss_bytes / 2**20
             if d.dirty_rate_mib_s >= 0:
@@ -116,15 +128,40 @@ class MonitorMixin:
             await self.clock.sleep(delay)
             delay = self.cfg.monitor_period_s
             try:
+                if self._quiet():
+                    self._skipped = True
+                    self.samples_skipped += 1
+                    for _, _, skipped in self._sample_listeners:
+                        skipped()
+                    continue
                 await self.sample()
                 if not self.journal.enabled:   # otherwise leases end by reconciliation
                     self._expire_reservations()
-                for fn in self._sample_listeners:
+                for fn, _, _ in self._sample_listeners:
                     fn()
             except errors.CellbedError as e:
                 log.warning("sampling failed: %s", e)
             except Exception:
                 log.exception("sampling failed")
+
+    def _quiet(self) -> bool:
+        """Event-driven sampling: this period may go without a sample, because the backend's tasks
+        kept their use since the sample before last (so the last one measured it, and this one
+        would measure it again), nothing is arriving, leaving, starting or being undone, and
+        every sample listener agrees."""
+        if not self.cfg.skip_quiet_samples:
+            return False
+        changes = getattr(self.hv, "changes", None)
+        if changes is None:
+            return False
+        v = changes(self.clock.monotonic())
+        if v is None or not self._changes_seen[0] == self._changes_seen[1] == v:
+            return False
+        if self.incoming or self.migrating or self.discarding or self.departed:
+            return False
+        if any(e.reason == "starting" for e in self.vms.values()):
+            return False
+        return all(may_skip is not None and may_skip() for _, may_skip, _ in self._sample_listeners)
 
     def _expire_reservations(self) -> None:
         now = self.clock.monotonic()

@@ -127,11 +127,13 @@ def _masb_params(sc: Scenario) -> ModelCellParams:
     ).validate()
     broker = BrokerParams(candidate_count=s.candidate_count, realloc_scan_limit=s.realloc_scan_limit,
                           initial_scan_limit=s.initial_scan_limit, node_expiry_s=s.node_expiry_s,
-                          realloc_score=p.realloc_score, initial_score=p.initial_score, max_util=s.max_util)
+                          realloc_score=p.realloc_score, initial_score=p.initial_score, max_util=s.max_util,
+                          pool_sampling=s.pool_sampling)
     return ModelCellParams(
         nodes=sc.cell.nodes, brokers=BROKERS, seed=sc.run.seed, duration_s=sc.run.duration_s, tick_s=sc.run.tick_s,
         monitor_period_s=s.monitor_period_s, latency_s=sc.cell.network_delay_s, jitter_s=sc.cell.network_delay_s,
-        frontend=p.frontend, san=san, broker=broker).validate()
+        frontend=p.frontend, san=san, broker=broker, sampling=sc.cell.sampling,
+        retry_backoff=sc.cell.retry_backoff).validate()
 
 
 def _megha_params(sc: Scenario) -> ModelCellParams:

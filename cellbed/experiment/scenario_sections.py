@@ -5,6 +5,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 from cellbed.domain.errors import InvalidArgument
+from cellbed.policy.masb.broker_select import POOL_SAMPLINGS
 from cellbed.policy.scores import SCORES
 from cellbed.experiment.schema import knob, section
 
@@ -15,6 +16,7 @@ CELL_KINDS = ("model", "real", "twin")
 SOURCES = ("generator", "trace")
 SPIKE_POLICIES = ("none", "pause", "kill")
 ACCELS = ("auto", "kvm", "tcg")
+SAMPLINGS = ("periodic", "event")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,13 @@ class CellSection:
     network_delay_s: float = knob(0.0005, "model cell: one-way delay of every agent message, s (Sparrow's and "
                                           "Megha's simulators: 0.5 ms); a real cell has its real network",
                                   lo=0.0, hi=60.0, unit="s")
+    sampling: str = knob("periodic", "model cell, masb/bestfit: periodic = every node samples and reports every "
+                                     "monitor period, as on a real cell; event = a node whose tasks kept their use "
+                                     "since its last two samples skips the sample (and reports again only when "
+                                     "that changes or its brokers' entry nears expiry)", choices=SAMPLINGS)
+
+    retry_backoff: bool = knob(False, "model cell, masb/bestfit: a task that found no room is tried again after "
+                                      "1, 2, 4, 8, then every 16 ticks (false: at every tick)")
 
     def __post_init__(self) -> None:
         try:
@@ -126,6 +135,10 @@ class SanSection:
                                 hi=1000)
     realloc_scan_limit: int = knob(2000, "nodes the BA scores per GetCandidateNodes", lo=1, hi=10_000_000)
     initial_scan_limit: int = knob(200, "nodes the BA scores per initial allocation", lo=1, hi=10_000_000)
+    pool_sampling: str = knob("permute", "the BA's random scan order for initial allocation: permute = shuffle "
+                                         "every fresh node; draw = draw the first 2 x initial_scan_limit without "
+                                         "replacement (the same law, O(limit) instead of O(nodes))",
+                              choices=POOL_SAMPLINGS)
     node_expiry_s: float = knob(300.0, "BA cache entries older than this are dropped, s", lo=0.0, lo_open=True,
                                 unit="s")
     window_s: float = knob(30.0, "SAN step 3: wait this long for candidates' answers, s", lo=0.0, lo_open=True,

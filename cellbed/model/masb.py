@@ -26,6 +26,9 @@ from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
 from cellbed.workload import events as ev
 from cellbed.workload.generator import GeneratorConfig, WorkloadGenerator
 
+RETRY_BACKOFF_MAX_TICKS = 16
+"""retry_backoff: a task that keeps finding no room is tried again at least every this many ticks."""
+
 OUTCOMES = {"succeeded": "succeeded", "refused": "refused"}
 """A migration record's outcome in migrations.csv: anything else (aborted, verification
 failed, failed) is "failed"."""
@@ -63,6 +66,7 @@ class MasbFront(StreamMixin, Front):
         self.counters: collections.Counter = collections.Counter()
         self._inflight: set[asyncio.Task] = set()
         self._bestfit_booked: dict[str, tuple[float, float]] = {}   # host -> (cores, MiB) being started there
+        self.retry_at: dict[str, float] = {}      # retry_backoff: a deferred task waits until then
 
     # --- building ----------------------------------------------------------------------
     def _generator(self) -> WorkloadGenerator:
@@ -157,7 +161,12 @@ class MasbFront(StreamMixin, Front):
             if spec.name in self.live:
                 self.pending[spec.name] = self.live[spec.name]      # with any update made meanwhile
                 self.counters["placement_deferred"] += 1
+                self.counters[f"placement_deferred_{ev.band_of(spec.priority).name.lower()}"] += 1
+                if self.p.retry_backoff:      # next try after 1, 2, 4, 8, then every 16 ticks
+                    wait = min(2 ** attempts, RETRY_BACKOFF_MAX_TICKS) * self.p.tick_s
+                    self.retry_at[spec.name] = self.clock.monotonic() + wait
             return
+        self.retry_at.pop(spec.name, None)
         self.arrival.pop(spec.name, None)
         self.displaced_at.pop(spec.name, None)
         # virtual time: decisions take no time, so the parts are the wait in the front-end's
@@ -195,11 +204,19 @@ class MasbFront(StreamMixin, Front):
             for name in list(self.update_later):
                 self._spawn(self._update_placed(name))
             retry = self.p.retry_per_tick or max(500, self.p.nodes // 4)
-            for name, spec in list(itertools.islice(self.pending.items(), retry)):
+            due = self._due(retry) if self.p.retry_backoff else itertools.islice(self.pending.items(), retry)
+            for name, spec in list(due):
                 del self.pending[name]
                 if name in self.live:
                     self._spawn(self._arrive(spec))
             ticks.append(self.cell.tick(self.clock.monotonic(), len(self.pending)))
+
+    def _due(self, n: int):
+        """retry_backoff: the first *n* waiting tasks whose wait is over, in queue order."""
+        now = self.clock.monotonic() + 1e-9
+        for name in [k for k, t in self.retry_at.items() if k not in self.pending]:
+            del self.retry_at[name]
+        return itertools.islice(((k, s) for k, s in self.pending.items() if self.retry_at.get(k, 0.0) <= now), n)
 
     def check_tasks(self) -> tuple[list[str], list[str]]:
         """(lost, duplicated): every live task is placed exactly once or waits in the queue."""

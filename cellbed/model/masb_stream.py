@@ -191,7 +191,7 @@ class StreamMixin:
         self.node_of_id[node_id] = name
         cores, mib = self._capacity(cpu, mem)
         cfg = assembly.model_config(name, cores, mib, monitor_period_s=self.p.monitor_period_s,
-                                    admission=self.admission)
+                                    admission=self.admission, skip_quiet_samples=self.p.sampling == "event")
         h = await self.cell.add_host(cfg, start=False)
         await h.agent.start(first_sample_delay_s=self.rng.uniform(0, self.p.monitor_period_s))
         san, _ = assembly.build_san(self.cell.env, h.agent, dataclasses.replace(self.p.san, enabled=self.p.san.enabled),

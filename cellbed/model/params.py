@@ -17,6 +17,7 @@ MASB_FRONTENDS = ("masb", "bestfit")
 MEGHA_FRONTENDS = ("megha", "central", "sampling")
 FRONTENDS = MASB_FRONTENDS + MEGHA_FRONTENDS
 MACHINES = ("homogeneous", "stream")
+SAMPLINGS = ("periodic", "event")
 
 END_WITH_HOST_S = 60.0
 """A task on a host that leaves the cell, whose own end in the trace (EVICT, LOST, FAIL...) comes
@@ -90,6 +91,8 @@ class ModelCellParams:
     cost: PrecopyParams = PrecopyParams()
     guest: GuestOverhead = GuestOverhead()   # a real guest's overhead and boot (the real-cell twin); identity = none
     retry_per_tick: int = 0                # deferred placements retried per tick; 0: max(500, nodes // 4)
+    retry_backoff: bool = False            # a task that found no room waits 1, 2, 4, 8, 16 ticks (not 1) before its next try
+    sampling: str = "periodic"             # periodic | event (hosts skip samples while nothing changes: NodeConfig.skip_quiet_samples)
     # --- Megha, central, sampling ----------------------------------------------------------------
     megha: MeghaParams = MeghaParams()
 
@@ -97,6 +100,8 @@ class ModelCellParams:
         if self.frontend not in FRONTENDS:
             raise InvalidArgument(f"frontend={self.frontend!r}: allowed {', '.join(FRONTENDS)}")
         check_range("nodes", self.nodes, 1, 200_000)
+        if self.sampling not in SAMPLINGS:
+            raise InvalidArgument(f"sampling={self.sampling!r}: allowed {', '.join(SAMPLINGS)}")
         check_range("latency_s", self.latency_s, 0.0, 10.0, "s")
         if self.frontend in MEGHA_FRONTENDS:
             self._validate_megha()

@@ -89,6 +89,7 @@ class InProcNetwork:
         self._down: set[str] = set()
         self._exact: dict[str, list[Subscriber]] = {}
         self._wild: list[tuple[str, Subscriber]] = []
+        self._targets: dict[str, list[Subscriber]] = {}   # topic -> its subscribers (cleared on subscribe)
         self.stats = NetStats()
 
     # --- endpoints -----------------------------------------------------------------
@@ -145,6 +146,7 @@ class InProcNetwork:
 
     # --- pub/sub ---------------------------------------------------------------------
     def subscribe(self, topic: str, fn: Subscriber) -> None:
+        self._targets.clear()
         if "+" in topic or "#" in topic:
             self._wild.append((topic, fn))
         else:
@@ -152,8 +154,11 @@ class InProcNetwork:
 
     def publish(self, topic: str, msg: Any) -> None:
         self.stats.published += 1
-        targets = list(self._exact.get(topic, ()))
-        targets += [fn for pat, fn in self._wild if topic_matches(pat, topic)]
+        targets = self._targets.get(topic)
+        if targets is None:       # exact subscribers first, then wildcards, each in subscription order
+            targets = list(self._exact.get(topic, ()))
+            targets += [fn for pat, fn in self._wild if topic_matches(pat, topic)]
+            self._targets[topic] = targets
         if not targets:
             return
         loop = asyncio.get_running_loop()

@@ -59,6 +59,8 @@ class SanAgent(HostMixin, RoundMixin, StepsMixin, TargetMixin):
         self._round: asyncio.Task | None = None
         self.unmovable: dict[str, float] = {}           # task -> monotonic time until which SCS skips it
         self._last_report = -math.inf
+        self._reported: tuple | None = None             # what the last report said (event-driven sampling)
+        self._overloaded = False                        # at the last sample
         self._attrs_pb: tuple[tuple, list] = ((), [])   # (attributes as items, their wire form)
         self._prev_pct: np.ndarray | None = None
         self._seq = 0
@@ -77,7 +79,7 @@ class SanAgent(HostMixin, RoundMixin, StepsMixin, TargetMixin):
 
     # --- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
-        self.node.add_sample_listener(self.on_sample)
+        self.node.add_sample_listener(self.on_sample, self.may_skip_sample, self.on_skipped_sample)
 
     def set_brokers(self, brokers: list[str]) -> None:
         self.brokers = list(brokers)

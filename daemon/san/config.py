@@ -50,6 +50,7 @@ class SanConfig:
     boot_grace_s: float = 0.0              # a VM's first seconds (booting) do not count towards overload
     unmovable_s: float = 300.0             # a task whose SAN found no target is left out of SCS this long
     max_scs_per_round: int = 4             # SCS re-runs (step 1 again) per overload round
+    quiet_report_s: float = 240.0          # event-driven sampling: an unchanged host reports again after this
 
     _CHOICES = {"spike_policy": ("none", "pause", "kill"), "fit": ("sum", "gpa"),
                 "realloc_score": tuple(SCORES), "scs_score": tuple(SCORES)}
@@ -75,6 +76,7 @@ class SanConfig:
         check_range("san.boot_grace_s", self.boot_grace_s, 0.0, 3600.0, "s")
         check_range("san.unmovable_s", self.unmovable_s, 0.0, 86400.0, "s")
         check_range("san.max_scs_per_round", self.max_scs_per_round, 1, 1000)
+        check_range("san.quiet_report_s", self.quiet_report_s, 0.01, 86400.0, "s")
         return self
 
     @classmethod

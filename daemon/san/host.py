@@ -75,7 +75,15 @@ class HostMixin:
             self._attrs_pb = (key, wire.attributes_pb(self.view.attributes))
         return self._attrs_pb[1]
 
+    def _report_key(self) -> tuple:
+        """What a report says changes only with a sample (the VMs' measured use), a VM or a
+        reservation coming or going, capacity or attributes (event-driven sampling: did it?)."""
+        return (self.node.samples_taken, self.view.capacity, len(self.view.vms), len(self.view.incoming),
+                tuple(self.view.attributes.items()))
+
     def publish_report(self) -> None:
+        if self.node.cfg.skip_quiet_samples:
+            self._reported = self._report_key()
         self._last_report = self.clock.monotonic()
         self.transport.publish(report_topic(self.cell, self.host), self.report())
         self.counters["reports"] += 1
@@ -109,6 +117,7 @@ class HostMixin:
         load = self.load()
         pct = load.used_pct()
         verdict = overload.check(load, self.cfg.max_util)
+        self._overloaded = bool(verdict)
         spike = overload.spike(self._prev_pct, pct, self.cfg.rus_threshold_pct)
         self._prev_pct = pct
         if spike:
@@ -118,6 +127,20 @@ class HostMixin:
         if verdict and self.cfg.enabled and (self._round is None or self._round.done()):
             self.counters["overload_detected"] += 1
             self._round = asyncio.ensure_future(self.run_round(verdict))
+
+    def may_skip_sample(self) -> bool:
+        """Event-driven sampling: a period with nothing changed on the host may go without a
+        sample unless the host was overloaded at the last one (step 1 runs again at every sample
+        then), a round or a negotiation is under way, or the fit test keeps per-sample statistics."""
+        return (self.cfg.fit != "gpa" and not self._overloaded and not self.active
+                and (self._round is None or self._round.done()))
+
+    def on_skipped_sample(self) -> None:
+        """Instead of on_sample in a skipped period: the same step-1 verdict (nothing changed),
+        so only the report: again if what it says changed, or before the brokers' entry expires."""
+        if (self.clock.monotonic() - self._last_report >= self.cfg.quiet_report_s - 1e-9
+                or self._report_key() != self._reported):
+            self.publish_report()
 
     async def _absorb_spike(self, spike: str, verdict: overload.Verdict) -> None:
         """Pause or kill non-production VMs (lowest priority, largest CPU first) until use is

@@ -19,6 +19,9 @@ class BrokerParams:
     initial_score: str = "sias"
     max_util: float = 0.9
     max_clock_skew_s: float = 30.0   # a report measured further in the broker's future is refused
+    pool_sampling: str = "permute"   # initial allocation's random scan order: permute the fresh nodes,
+                                     # or draw (the first 2 x initial_scan_limit without replacement, the
+                                     # rest permuted only if needed: the same order's law, O(limit))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,6 +42,15 @@ class CandidateResult:
 def _scores(name: str, load: np.ndarray, cap: np.ndarray, task: np.ndarray) -> np.ndarray:
     s = SCORES[name](load, cap, task)
     return np.nan_to_num(np.asarray(s, dtype=float).reshape(-1))
+
+
+POOL_SAMPLINGS = ("permute", "draw")
+
+
+def random_head(n: int, head: int, rng: np.random.Generator) -> np.ndarray:
+    """*head* positions of range(n) in the order a uniform random permutation would put first
+    (drawn without replacement, in random order): O(head) instead of a permutation's O(n)."""
+    return rng.choice(n, size=min(head, n), replace=False)
 
 
 def rus_ok(prod: np.ndarray, cap: np.ndarray, task_req: np.ndarray, max_util: float) -> np.ndarray:
