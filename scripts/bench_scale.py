@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import pstats
 import resource
 import statistics
 import subprocess
@@ -37,22 +36,12 @@ from cellbed.experiment.profiling import ProfileWindow, parse_window  # noqa: E4
 from cellbed.experiment.runner import model_cell_params  # noqa: E402
 from cellbed.experiment.scenario import load_scenario  # noqa: E402
 from cellbed.model.cell import ModelCell  # noqa: E402
+from cellbed.experiment.profiling import parts_table  # noqa: E402
 from cellbed.runtime.clock import run_virtual  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "masb-table3-masb.toml"
 PATHS = {"per-node": [], "fast": ["cell.sampling=event", "policy.san.pool_sampling=draw"],
          "fast+backoff": ["cell.sampling=event", "policy.san.pool_sampling=draw", "cell.retry_backoff=true"]}
-PROFILE_GROUPS = [
-    ("node agents: sampling (NodeAgent.sample)", "daemon/monitor.py", "sample"),
-    ("node agents: SAN step 1 and reports (SanAgent.on_sample)", "daemon/san/host.py", "on_sample"),
-    ("node agents: skipped samples (SanAgent.on_skipped_sample)", "daemon/san/host.py", "on_skipped_sample"),
-    ("node agents: SAN rounds (SCS, negotiation)", "daemon/san/rounds.py", "run_round"),
-    ("broker agents: initial allocation (allocate)", "broker/agent.py", "allocate"),
-    ("broker agents: report intake (on_report)", "broker/agent.py", "on_report"),
-    ("broker agents: cache sync (sync_with)", "broker/agent.py", "sync_with"),
-    ("workload stream (apply)", "cellbed/model/masb_stream.py", "apply"),
-    ("ticks (ASR classification of every node)", "cellbed/model/cell.py", "tick"),
-]
 
 
 class Cut(Exception):
@@ -108,20 +97,6 @@ def one(nodes: int, minutes: float, path: str, profile: str, out: Path, max_wall
     return res
 
 
-def breakdown(path: Path) -> list[str]:
-    st = pstats.Stats(str(path))
-    total = max((v[3] for k, v in st.stats.items() if k[2] == "_run_once"), default=0.0)
-    loop = sum(v[2] for k, v in st.stats.items() if "asyncio" in k[0] or "selectors" in k[0])
-    out = ["| part | cumulative s | share |", "|---|---:|---:|"]
-    for label, file, fn in PROFILE_GROUPS:
-        cum = sum(v[3] for k, v in st.stats.items() if k[0].endswith(file) and k[2] == fn)
-        out.append(f"| {label} | {cum:.2f} | {100 * cum / total:.0f} % |" if total else f"| {label} | {cum:.2f} | |")
-    if total:
-        out.append(f"| asyncio itself (own time) | {loop:.2f} | {100 * loop / total:.0f} % |")
-        out.append(f"| **the window (event loop)** | {total:.2f} | 100 % |")
-    return out
-
-
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.3g}" if abs(v) < 10 else f"{v:,.1f}"
@@ -157,7 +132,7 @@ def main() -> None:
             (out / "bench.json").write_text(json.dumps(r, indent=1) + "\n")
             print(json.dumps(r), flush=True)
             if a.profile and (out / "profile.pstats").exists():
-                print("\n".join(breakdown(out / "profile.pstats")), flush=True)
+                print("\n".join(parts_table(out / "profile.pstats")), flush=True)
             rows.append(r)
     keys = ["nodes", "path", "minutes", "warm_wall_s", "warm_cpu_s", "steady_sim_min_per_wall_min",
             "steady_sim_min_per_cpu_min", "peak_rss_mib", "migrations", "overloaded_mean", "lost", "duplicated", "cut"]

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from cellbed.experiment import load_run, summarize  # noqa: E402 (after the repository is on the path)
+from cellbed.experiment.profiling import parts_table  # noqa: E402
 from cellbed.experiment.report import write_report  # noqa: E402
 
 PY = sys.executable
@@ -320,31 +321,11 @@ def write_scale_md(out: Path, a) -> None:
     print("wrote docs/results/scale-benchmark.md")
 
 
-PROFILE_GROUPS = [
-    ("node agents: sampling (NodeAgent.sample, model hypervisor list)", "daemon/agent.py", "sample"),
-    ("node agents: SAN step 1 and reports (SanAgent.on_sample)", "daemon/san.py", "on_sample"),
-    ("node agents: SAN rounds (SCS, negotiation)", "daemon/san.py", "run_round"),
-    ("node agents: answering SAN requests", "daemon/san.py", "answer"),
-    ("broker agents: initial allocation (AllocateTask)", "broker/agent.py", "allocate"),
-    ("broker agents: candidates (GetCandidateNodes)", "broker/agent.py", "get_candidates"),
-    ("broker agents: report intake", "broker/agent.py", "on_report"),
-    ("node agents: StartVm", "daemon/agent.py", "start_vm"),
-    ("workload generator and cell driver", "cellbed/model/cell.py", "run"),
-    ("ticks (ASR classification of every node)", "cellbed/model/cell.py", "tick"),
-]
 
 
 def profile_breakdown(path: Path) -> list[str]:
     st = pstats.Stats(str(path))
-    total = max((v[3] for k, v in st.stats.items() if k[2] == "_run_once"), default=0.0)
-    own_loop = sum(v[2] for k, v in st.stats.items() if "asyncio" in k[0] or "selectors" in k[0])
-    out = ["| part | cumulative s | share |", "|---|---:|---:|"]
-    for label, file, fn in PROFILE_GROUPS:
-        cum = sum(v[3] for k, v in st.stats.items() if k[0].endswith(file) and k[2] == fn)
-        out.append(f"| {label} | {cum:.1f} | {100 * cum / total:.0f} % |" if total else f"| {label} | {cum:.1f} | |")
-    if total:
-        out.append(f"| asyncio itself (event loop, timers, tasks: own time) | {own_loop:.1f} | {100 * own_loop / total:.0f} % |")
-        out.append(f"| **the whole window (event loop)** | {total:.1f} | 100 % |")
+    out = parts_table(path)
     out += ["", "Top functions by own time:", "", "| function | calls | own s |", "|---|---:|---:|"]
     for k, v in sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:15]:
         out.append(f"| `{Path(k[0]).name}:{k[1]} {k[2]}` | {v[1]:,} | {v[2]:.1f} |")

@@ -70,3 +70,33 @@ class ProfileWindow:
             "from_s": self._from_s, "to_s": t_s, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
             "note": "wall and CPU include cProfile's own overhead (typically 1.5-2x)"}, indent=1) + "\n",
             encoding="utf-8")
+
+
+MODEL_CELL_PARTS = [
+    ("node agents: sampling (NodeAgent.sample)", "daemon/monitor.py", "sample"),
+    ("node agents: SAN step 1 and reports (SanAgent.on_sample)", "daemon/san/host.py", "on_sample"),
+    ("node agents: skipped samples (SanAgent.on_skipped_sample)", "daemon/san/host.py", "on_skipped_sample"),
+    ("node agents: SAN rounds (SCS, negotiation)", "daemon/san/rounds.py", "run_round"),
+    ("broker agents: initial allocation (allocate)", "broker/agent.py", "allocate"),
+    ("broker agents: report intake (on_report)", "broker/agent.py", "on_report"),
+    ("broker agents: cache sync (sync_with)", "broker/agent.py", "sync_with"),
+    ("workload stream (apply)", "cellbed/model/masb_stream.py", "apply"),
+    ("ticks (ASR classification of every node)", "cellbed/model/cell.py", "tick"),
+]
+"""The parts of a MASB model cell's time: (label, file suffix, function), cumulative time each."""
+
+
+def parts_table(path: str | Path, parts=MODEL_CELL_PARTS) -> list[str]:
+    """A profile window (profile.pstats) as a markdown table: each part's cumulative seconds and
+    share of the event loop's, and asyncio's own time."""
+    st = pstats.Stats(str(path))
+    total = max((v[3] for k, v in st.stats.items() if k[2] == "_run_once"), default=0.0)
+    loop = sum(v[2] for k, v in st.stats.items() if "asyncio" in k[0] or "selectors" in k[0])
+    out = ["| part | cumulative s | share |", "|---|---:|---:|"]
+    for label, file, fn in parts:
+        cum = sum(v[3] for k, v in st.stats.items() if k[0].endswith(file) and k[2] == fn)
+        out.append(f"| {label} | {cum:.2f} | {100 * cum / total:.0f} % |" if total else f"| {label} | {cum:.2f} | |")
+    if total:
+        out.append(f"| asyncio itself (own time) | {loop:.2f} | {100 * loop / total:.0f} % |")
+        out.append(f"| **the window (event loop)** | {total:.2f} | 100 % |")
+    return out
