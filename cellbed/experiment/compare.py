@@ -80,8 +80,9 @@ def fit_guest(real: Run, sc: Scenario) -> tuple[GuestOverhead, dict]:
         rows = list(csv.DictReader(f))
     try:
         return twin_fit.fit(rows, sc.policy.san.monitor_period_s / sc.workload.time_compression)
-    except ValueError as e:
-        raise errors.FailedPrecondition(f"{path}: cannot fit the guest overhead: {e}; give --no-fit") from None
+    except (ValueError, KeyError, TypeError) as e:     # too few samples, or not a vms.csv
+        raise errors.FailedPrecondition(f"{path}: cannot fit the guest overhead: {type(e).__name__}: {e}; "
+                                        "give --no-fit") from None
 
 
 def migration_records(run: Run) -> list[dict]:
@@ -90,9 +91,11 @@ def migration_records(run: Run) -> list[dict]:
     for f in sorted((run.path / "cell-logs").glob("*/node/migrations.jsonl")):
         for line in f.read_text().splitlines():
             try:
-                out.append(json.loads(line))
+                rec = json.loads(line)
             except ValueError:
                 continue                 # a torn last line
+            if isinstance(rec, dict):
+                out.append(rec)
     return out
 
 
@@ -103,6 +106,13 @@ def san_timing(run: Run) -> dict[str, Any]:
         return {"rounds": 0}
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
+    try:
+        return _san_timing(rows)
+    except (ValueError, KeyError, TypeError) as e:
+        raise errors.FailedPrecondition(f"{path}: not a san.csv: {type(e).__name__}: {e}") from None
+
+
+def _san_timing(rows: list[dict]) -> dict[str, Any]:
     started = np.array([float(r["process_s"]) for r in rows if r["process_s"] not in ("", "nan")])
     out: dict[str, Any] = {"rounds": len(rows), "rounds_started_migration": int(started.size),
                            "states": {s: sum(1 for r in rows if r["state"] == s) for s in sorted({r["state"] for r in rows})}}
@@ -132,9 +142,13 @@ def compare(sc: Scenario, out: str | Path, *, real_from: str | Path | None = Non
     src = load_run(fit_from) if fit_from is not None else real
     if fit:
         guest, info = fit_guest(src, sc)
-        link, info["link"] = twin_fit.fit_link(migration_records(src), twin_probe.params.cost.setup_ms)
+        try:
+            link, info["link"] = twin_fit.fit_link(migration_records(src), twin_probe.params.cost.setup_ms)
+        except (ValueError, TypeError) as e:
+            raise errors.FailedPrecondition(f"{src.path}/cell-logs: a migration record that is not one: "
+                                            f"{type(e).__name__}: {e}; give --no-fit") from None
         info["from"] = str(src.path)
-        drv = TwinDriver(twin_sc, guest=guest, link_mib_s=link)
+        drv = twin_probe.fit(guest, link)
     else:
         guest, info, drv = GuestOverhead(), {"fitted": False}, twin_probe
     model = load_run(run_scenario(twin_sc, out / "model", progress=progress, overwrite=True, driver=drv).path)

@@ -79,6 +79,12 @@ class TwinDriver:
         self.calibration = migration_calibration(sc.migration.calibration)
         self.params = self._params()
 
+    def fit(self, guest: GuestOverhead, link_mib_s: float | None) -> "TwinDriver":
+        """The real cell's fitted environment (cellctl compare), applied to this driver."""
+        self.guest, self.link_mib_s = guest.validate(), link_mib_s
+        self.params = self._params()
+        return self
+
     def _params(self) -> ModelCellParams:
         sc, k = self.sc, self.comp
         san = SanConfig(**self.real.san_cfg).validate()
@@ -137,8 +143,7 @@ class TwinDriver:
 
         cell = ModelCell(self.params, events, on_tick=on_tick, on_allocation=on_allocation, on_migration=on_migration,
                          front=TwinFront, vms={v.name: v for v in plan.vms}, scale=self.real.scale,
-                         boots_at_once=BOOTS_AT_ONCE)
-        cell.ticks_from_samples = True            # as the real runner's ticks read GetHostState
+                         ticks_from_samples=True, boots_at_once=BOOTS_AT_ONCE)
         wall0 = time.perf_counter()
         s = run_virtual(cell.run())
         wall = time.perf_counter() - wall0

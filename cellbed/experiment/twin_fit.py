@@ -3,8 +3,8 @@ model twin needs to see the hosts the real cell's daemons see (pure).
 
 A real TCG guest costs its host more than its workload program asks for: QEMU's own resident
 memory (firmware, the kernel and initramfs, device state, the TCG translation cache) and CPU (the
-emulator's timer and I/O threads, translation). The daemon measures both per VM (``rss_mib``
-from libvirt's ``balloon.rss``; ``cpu_used_cores`` from cpu-time deltas), and the host's use in
+emulator's timer and I/O threads, translation). The daemon measures both per VM (``rss_mib``,
+the domain's ``balloon.rss``; ``cpu_used_cores``, from cpu-time deltas), and the host's use in
 every tick row is their sum. The fit:
 
 * **CPU**: least squares of ``cpu_used_cores = base + gain × target`` over samples of booted,

@@ -63,17 +63,18 @@ class ModelCell:
                  on_tick: Callable[[TickRow], None] | None = None,
                  on_allocation: Callable[[AllocationRow], None] | None = None,
                  on_migration: Callable[[MigrationRow], None] | None = None, front: type | None = None,
-                 **frontend_options) -> None:
+                 ticks_from_samples: bool = False, **frontend_options) -> None:
         """*frontend_options* go to the front-end (Megha: gm_params, lm_params, host_attributes);
-        *front* replaces the front-end class the params choose (the real-cell twin's)."""
+        *front* replaces the front-end class the params choose (the real-cell twin's);
+        *ticks_from_samples*: ticks read each host's last sample, as a real cell's runner does
+        (GetHostState), instead of its live view (the real-cell twin)."""
         self.p = params.validate()
         self.events = events
         self.on_tick = on_tick
         self.on_allocation = on_allocation
         self.on_migration = on_migration
         self.hosts: dict[str, ModelHost] = {}
-        self.ticks_from_samples = False   # the real-cell twin's ticks read each host's last sample, as a
-                                          # real cell's runner does (GetHostState), not the live view
+        self.ticks_from_samples = ticks_from_samples
         self.acc = TickAccumulator()
         self.env: Env | None = None
         self._frozen = False

@@ -151,3 +151,25 @@ def test_the_twin_runs_the_real_runners_vms(tmp_path):
     assert twin["guest_overhead"] == {"cpu_base_cores": 0.0, "cpu_gain": 1.0, "mem_base_mib": 0.0, "mem_gain": 1.0,
                                       "boot_s": 0.0, "boot_cpu_cores": 0.0, "moved_mem_base_mib": None,
                                       "cpu_noise_sd": 0.0, "host_cpu_cap": False}
+
+
+def test_damaged_real_run_files_are_refused_naming_the_file(tmp_path):
+    from cellbed.domain.errors import FailedPrecondition
+    from cellbed.experiment import compare
+    from cellbed.experiment.run_reader import Run
+    run = Run(path=tmp_path, manifest={}, completed={}, ticks={})
+    sc = load_scenario(SCENARIO)
+    (tmp_path / "vms.csv").write_text("t_s,host,vm\n60,h1\n")                    # a short row, no columns
+    with pytest.raises(FailedPrecondition, match=r"vms\.csv: cannot fit the guest overhead"):
+        compare.fit_guest(run, sc)
+    (tmp_path / "vms.csv").write_text(",".join(compare.twin_fit.VM_COLUMNS) + "\n" +
+                                      "\n".join(",".join(["x"] * 12) for _ in range(5)) + "\n")
+    with pytest.raises(FailedPrecondition, match="ValueError"):
+        compare.fit_guest(run, sc)
+    (tmp_path / "san.csv").write_text("san_id,process_s\nh1-1,soon\n")
+    with pytest.raises(FailedPrecondition, match=r"san\.csv: not a san\.csv"):
+        compare.san_timing(run)
+    logs = tmp_path / "cell-logs" / "h1" / "node"
+    logs.mkdir(parents=True)
+    (logs / "migrations.jsonl").write_text('[1]\n{"outcome": "MIGRATION_OUTCOME_SUCCEEDED"}\n{"torn\n')
+    assert compare.migration_records(run) == [{"outcome": "MIGRATION_OUTCOME_SUCCEEDED"}]   # objects only
