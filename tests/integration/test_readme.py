@@ -68,11 +68,34 @@ def shape(x):
     return type(x).__name__
 
 
-def digit_strings(x, path="") -> list[str]:
+def _text_fields() -> set[str]:
+    """Names that are string fields in the cell's protos and never numbers: their values are ids such
+    as a guest's 16-hex-digit boot_id, which is all decimal digits once in about 1,900 boots."""
+    from google.protobuf.descriptor import FieldDescriptor
+    from cellbed.v1 import common_pb2, masb_pb2, megha_pb2, node_pb2
+    text, other = set(), set()
+
+    def walk(m):
+        for f in m.fields:
+            (text if f.type == FieldDescriptor.TYPE_STRING else other).add(f.name)
+        for n in m.nested_types:
+            walk(n)
+    for mod in (common_pb2, masb_pb2, megha_pb2, node_pb2):
+        for m in mod.DESCRIPTOR.message_types_by_name.values():
+            walk(m)
+    return text - other
+
+
+TEXT_FIELDS = _text_fields()
+
+
+def digit_strings(x, path="", key="") -> list[str]:
     if isinstance(x, dict):
-        return [p for k, v in x.items() for p in digit_strings(v, f"{path}.{k}")]
+        return [p for k, v in x.items() for p in digit_strings(v, f"{path}.{k}", k)]
     if isinstance(x, list):
-        return [p for i, v in enumerate(x) for p in digit_strings(v, f"{path}[{i}]")]
+        return [p for i, v in enumerate(x) for p in digit_strings(v, f"{path}[{i}]", key)]
+    if key in TEXT_FIELDS:
+        return []
     return [path] if isinstance(x, str) and re.fullmatch(r"-?\d+", x) else []
 
 
