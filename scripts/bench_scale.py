@@ -15,8 +15,11 @@ ticks after the first, the profiled window left out), peak RSS, tasks, migration
 
 Paths: ``per-node`` is the scenario as it is (every node sampled and reported every minute, the
 broker permuting every fresh node); ``fast`` adds ``cell.sampling=event`` and
-``policy.san.pool_sampling=draw`` (tests/component/test_scale_equivalence.py); ``fast+backoff``
-adds ``cell.retry_backoff=true`` too.
+``policy.san.pool_sampling=draw`` (statistically equivalent: tests/component/test_scale_equivalence.py);
+``fast+window`` adds ``cell.arrival_window=10000`` (the warm start in waves, which bounds memory
+but changes behaviour: see docs/results/scale-benchmark.md); ``fast+backoff`` adds
+``cell.retry_backoff=true`` (changes behaviour too).
+RSS is printed at the first tick (the warm start's end) and at its peak.
 """
 from __future__ import annotations
 
@@ -40,8 +43,9 @@ from cellbed.experiment.profiling import parts_table  # noqa: E402
 from cellbed.runtime.clock import run_virtual  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "masb-table3-masb.toml"
-PATHS = {"per-node": [], "fast": ["cell.sampling=event", "policy.san.pool_sampling=draw"],
-         "fast+backoff": ["cell.sampling=event", "policy.san.pool_sampling=draw", "cell.retry_backoff=true"]}
+FAST = ["cell.sampling=event", "policy.san.pool_sampling=draw"]
+PATHS = {"per-node": [], "fast": FAST, "fast+window": [*FAST, "cell.arrival_window=10000"],
+         "fast+backoff": [*FAST, "cell.retry_backoff=true"]}
 
 
 class Cut(Exception):
@@ -59,10 +63,13 @@ def one(nodes: int, minutes: float, path: str, profile: str, out: Path, max_wall
     sc = load_scenario(SCENARIO, sets)
     window = ProfileWindow(*parse_window(profile), out) if profile else None
     ticks: list[tuple[float, float, float, int]] = []
+    first_rss: list[float] = []
     w0, c0 = time.perf_counter(), time.process_time()
 
     def on_tick(t) -> None:
         ticks.append((t.t_s, time.perf_counter() - w0, time.process_time() - c0, t.tasks_pending))
+        if len(ticks) == 1:
+            first_rss.append(rss_gib() * 1024)
         if window is not None:
             window.on_tick(t.t_s)
         if (max_wall_s and ticks[-1][1] > max_wall_s) or (max_rss and rss_gib() > max_rss):
@@ -86,6 +93,7 @@ def one(nodes: int, minutes: float, path: str, profile: str, out: Path, max_wall
            "steady_sim_min_per_wall_min": statistics.median(60.0 / d for _, d, _ in steady) if steady else None,
            "steady_sim_min_per_cpu_min": statistics.median(60.0 / c for _, _, c in steady) if steady else None,
            "wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0,
+           "rss_first_tick_mib": first_rss[0] if first_rss else None,
            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
     if s is not None:
         res.update(lost=len(s.lost), duplicated=len(s.duplicated), tasks_live=s.tasks_live,

@@ -133,7 +133,7 @@ def _masb_params(sc: Scenario) -> ModelCellParams:
         nodes=sc.cell.nodes, brokers=BROKERS, seed=sc.run.seed, duration_s=sc.run.duration_s, tick_s=sc.run.tick_s,
         monitor_period_s=s.monitor_period_s, latency_s=sc.cell.network_delay_s, jitter_s=sc.cell.network_delay_s,
         frontend=p.frontend, san=san, broker=broker, sampling=sc.cell.sampling,
-        retry_backoff=sc.cell.retry_backoff).validate()
+        retry_backoff=sc.cell.retry_backoff, arrival_window=sc.cell.arrival_window).validate()
 
 
 def _megha_params(sc: Scenario) -> ModelCellParams:

@@ -45,6 +45,11 @@ class CellSection:
 
     retry_backoff: bool = knob(False, "model cell, masb/bestfit: a task that found no room is tried again after "
                                       "1, 2, 4, 8, then every 16 ticks (false: at every tick)")
+    arrival_window: int = knob(0, "model cell, masb/bestfit: at most this many new tasks' placements in flight at "
+                                  "once; the stream waits for room (the warm start's ~11 tasks per node are then "
+                                  "placed in waves, bounding memory at 100k nodes; this changes the warm start's "
+                                  "placements, see docs/results/scale-benchmark.md); 0 = no bound",
+                               lo=0, hi=10_000_000)
 
     def __post_init__(self) -> None:
         try:

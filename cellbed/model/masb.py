@@ -67,6 +67,9 @@ class MasbFront(StreamMixin, Front):
         self._inflight: set[asyncio.Task] = set()
         self._bestfit_booked: dict[str, tuple[float, float]] = {}   # host -> (cores, MiB) being started there
         self.retry_at: dict[str, float] = {}      # retry_backoff: a deferred task waits until then
+        self._arriving = 0                        # new tasks' placements in flight (arrival_window)
+        self.arrivals_in_flight_max = 0           # the most there were at once
+        self._room: asyncio.Future | None = None  # the stream waits on it while the window is full
 
     # --- building ----------------------------------------------------------------------
     def _generator(self) -> WorkloadGenerator:
@@ -152,6 +155,29 @@ class MasbFront(StreamMixin, Front):
         t = asyncio.ensure_future(coro)
         self._inflight.add(t)
         t.add_done_callback(self._inflight.discard)
+
+    def _spawn_arrival(self, spec: VmSpec) -> None:
+        self._arriving += 1
+        self.arrivals_in_flight_max = max(self.arrivals_in_flight_max, self._arriving)
+        self._spawn(self._arrive_counted(spec))
+
+    async def _arrive_counted(self, spec: VmSpec) -> None:
+        try:
+            await self._arrive(spec)
+        finally:
+            self._arriving -= 1
+            if self._room is not None and self._arriving < self.p.arrival_window:
+                if not self._room.done():
+                    self._room.set_result(None)
+                self._room = None
+
+    async def _window_room(self) -> None:
+        """arrival_window: wait until fewer than that many new tasks' placements are in flight."""
+        while self.p.arrival_window and self._arriving >= self.p.arrival_window:
+            if self._room is None:
+                self._room = asyncio.get_running_loop().create_future()
+                self.counters["arrival_window_waits"] += 1
+            await self._room
 
     async def _arrive(self, spec: VmSpec) -> None:
         t_arr, attempts = self.arrival.get(spec.name, (self.clock.monotonic(), 0))
@@ -283,6 +309,8 @@ class MasbFront(StreamMixin, Front):
             if isinstance(e, HOST_EVENTS):
                 await self.apply_node(e)
             else:
+                if isinstance(e, ev.AddTask):
+                    await self._window_room()
                 self.apply(e)
         return ticker if ticker is not None else await self._begin(ticks)
 

@@ -97,7 +97,7 @@ class StreamMixin:
             spec = self._spec(e)
             self.live[spec.name] = spec
             self.added += 1
-            self._spawn(self._arrive(spec))
+            self._spawn_arrival(spec)
         elif isinstance(e, ev.RemoveTask):
             self._end(e)
         elif isinstance(e, (ev.UpdateTaskRequiredResources, ev.UpdateTaskConstraints)):

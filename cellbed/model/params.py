@@ -93,6 +93,7 @@ class ModelCellParams:
     retry_per_tick: int = 0                # deferred placements retried per tick; 0: max(500, nodes // 4)
     retry_backoff: bool = False            # a task that found no room waits 1, 2, 4, 8, 16 ticks (not 1) before its next try
     sampling: str = "periodic"             # periodic | event (hosts skip samples while nothing changes: NodeConfig.skip_quiet_samples)
+    arrival_window: int = 0                # masb/bestfit: at most this many new tasks' placements in flight; 0 = no bound
     # --- Megha, central, sampling ----------------------------------------------------------------
     megha: MeghaParams = MeghaParams()
 
@@ -103,6 +104,7 @@ class ModelCellParams:
         if self.sampling not in SAMPLINGS:
             raise InvalidArgument(f"sampling={self.sampling!r}: allowed {', '.join(SAMPLINGS)}")
         check_range("latency_s", self.latency_s, 0.0, 10.0, "s")
+        check_range("arrival_window", self.arrival_window, 0, 10_000_000)
         if self.frontend in MEGHA_FRONTENDS:
             self._validate_megha()
         return self
