@@ -2,16 +2,16 @@
 """MASB Tables 3–7 at reduced scale on the model cell (issue 5, item 6), and the 12.5k-node scale
 benchmark (acceptance 5).
 
-    scripts/reproduce_masb.py run [--tables 3,4,5,6,7] [--nodes 500] [--hours 6] [--t7-hours 3]
-    scripts/reproduce_masb.py summarize      # docs/results/masb-table*.{csv,md} + comparison plots
+    scripts/reproduce_masb.py run [--tables 3,4,5,6,7,4x] [--workers N]
+    scripts/reproduce_masb.py summarize [--tables ...]   # docs/results/masb-table*.{csv,md} + plots
     scripts/reproduce_masb.py scale [--nodes 12500] [--hours 1.5] [--profile-from 70] [--profile-minutes 5]
 
-``run`` executes every run of the chosen tables, one at a time, each in its own process
-(``cellctl run`` with --set overrides on the ready scenarios), into ``results/masb-repro/<id>``;
-runs already completed are skipped, so it can be resumed. ``summarize`` reads the completed
-folders and writes the small tables committed under docs/results/ plus, per table,
-``cellctl report`` comparison plots into ``results/masb-repro/table<N>/`` (regenerated, not
-committed). ``scale`` runs the 12,500-node GCD-shaped cell with SAN on for a window of simulated
+``run`` executes every run of the chosen tables with ``cellctl sweep`` (issue 16) on the specs in
+``sweeps/masb-t*.toml`` (500 nodes, 6 simulated hours, seeds 1-3; Table 7: 500 to 4,000 nodes, 3
+hours), into ``results/masb-tables/<spec>/``; completed runs are skipped, so it can be resumed.
+``summarize`` reads the completed folders and writes the small tables committed under
+docs/results/ plus, per table, ``cellctl report`` comparison plots of seed 1 into
+``results/masb-tables/table<N>/`` (regenerated, not committed). ``scale`` runs the 12,500-node GCD-shaped cell with SAN on for a window of simulated
 time, cProfiles a few simulated minutes after the warm start, and writes
 docs/results/scale-benchmark.md (warm start, steady simulated min per wall min, peak RSS, where
 the time goes).
@@ -37,38 +37,46 @@ sys.path.insert(0, str(REPO))
 from cellbed.experiment import load_run, summarize  # noqa: E402 (after the repository is on the path)
 from cellbed.experiment.profiling import parts_table  # noqa: E402
 from cellbed.experiment.report import write_report  # noqa: E402
+from cellbed.experiment.sweep import load_spec, plan_sweep  # noqa: E402
 
 PY = sys.executable
-RESULTS = REPO / "results" / "masb-repro"
+RESULTS = REPO / "results" / "masb-tables"
+SWEEPS = REPO / "sweeps"
 DOCS = REPO / "docs" / "results"
 SC = REPO / "scenarios"
 
 
-def runs(nodes: int, hours: float, t7_hours: float, seeds: tuple[int, ...] = (1,)) -> dict[str, list]:
-    """table → [(run id, scenario file, overrides, configuration label, seed)]. Seed 1's ids carry
-    no suffix; other seeds' end in -s<seed>."""
-    masb = SC / "masb-table3-masb.toml"
-    t6 = [("t6-sas-only", SC / "masb-table6-sas-only.toml", []), ("t3-masb", masb, []),
-          ("t6-siasgain-sras", SC / "masb-table6-siasgain-sras.toml", []),
-          ("t6-sias-srasgain", SC / "masb-table6-sias-srasgain.toml", []),
-          ("t6-siasgain-srasgain", masb, ["policy.initial_score=sias_gain", "policy.realloc_score=sras_gain"])]
-    per_config = {
-        "3": [("t3-bestfit", SC / "masb-table3-bestfit.toml", []), ("t3-masb", masb, [])],
-        "4": [("t3-masb", masb, [])] + [(f"t4-m{m:.2f}", masb, [f"workload.multiplier={m:.2f}"])
-                                        for m in (1.02, 1.04, 1.06)],
-        "5": [("t3-masb", masb, [])] + [(f"t5-c{c:.2f}", masb, [f"workload.compaction={c:.2f}"])
-                                        for c in (0.01, 0.02, 0.03)],
-        "6": t6,
-        # beyond the paper's range, to find where overload passes 0.5 % in this model
-        "4x": [(f"t4-m{m:.2f}", masb, [f"workload.multiplier={m:.2f}"]) for m in (1.10, 1.20, 1.30, 1.40, 1.50)],
-    }
-    out: dict[str, list] = {}
-    for tab, cfgs in per_config.items():
-        out[tab] = [(cid if seed == 1 else f"{cid}-s{seed}", scen,
-                     [f"cell.nodes={nodes}", f"run.duration_s={hours * 3600:g}", f"run.seed={seed}"] + sets, cid, seed)
-                    for seed in seeds for cid, scen, sets in cfgs]
-    out["7"] = [(f"t7-x{k}", masb, [f"cell.nodes={nodes * k}", f"run.duration_s={t7_hours * 3600:g}", "run.seed=1"],
-                 f"t7-x{k}", 1) for k in (1, 2, 4, 8)]
+TABLE_SWEEPS = {"3": ["masb-t3"], "4": ["masb-t3", "masb-t4"], "4x": ["masb-t4x"], "5": ["masb-t3", "masb-t5"],
+                "6": ["masb-t3", "masb-t6"], "7": ["masb-t7"]}
+"""The sweep specs (sweeps/<name>.toml) whose runs make each table: Tables 4-6 share Table 3's
+MASB run as their baseline (SIAS + SRAS, workload 1.00, no compaction)."""
+BASELINE = ("masb-t3", "masb-table3-masb")
+
+
+def config_id(sweep: str, r) -> str:
+    """The configuration's label in the tables: the scenario, then the grid point's values."""
+    stem = r.stem.removeprefix("masb-").replace("table3-", "t3-").replace("table6-", "t6-")
+    vals = dict(r.grid)
+    if "workload.multiplier" in vals:
+        return f"t4-m{vals['workload.multiplier']:.2f}"
+    if "workload.compaction" in vals:
+        return f"t5-c{vals['workload.compaction']:.2f}"
+    if "cell.nodes" in vals:
+        return f"t7-x{vals['cell.nodes'] // 500}"
+    return stem
+
+
+def runs(tab: str) -> list[tuple[str, Path, str, int]]:
+    """Table *tab*'s runs: [(run id, results folder, configuration label, seed)], from its sweep
+    specs. Seed 1's ids carry no suffix; other seeds' end in -s<seed>."""
+    out = []
+    for name in TABLE_SWEEPS[tab]:
+        plan = plan_sweep(load_spec(SWEEPS / f"{name}.toml"))
+        for r in plan.runs:
+            if name == BASELINE[0] and tab != "3" and r.stem != BASELINE[1]:
+                continue
+            cid = config_id(name, r)
+            out.append((cid if r.seed == 1 else f"{cid}-s{r.seed}", r.folder(RESULTS / name), cid, r.seed))
     return out
 
 
@@ -81,32 +89,24 @@ def completed(out: Path) -> bool:
 
 
 def cmd_run(a) -> None:
-    table = runs(a.nodes, a.hours, a.t7_hours, a.seed_list)
-    done: set[str] = set()
-    for tab in a.tables.split(","):
-        for rid, scen, sets, _, _ in table[tab]:
-            out = RESULTS / rid
-            if rid in done or completed(out):
-                done.add(rid)
-                continue
-            if out.exists():
-                shutil.rmtree(out)      # an interrupted run: start it again
-            cmd = [PY, "-m", "cellbed.cli.main", "run", str(scen), "--out", str(out), "--set", f"run.name={rid}"]
-            for s in sets:
-                cmd += ["--set", s]
-            print(f"== {rid}: {' '.join(cmd[3:])}", flush=True)
-            t0 = time.perf_counter()
-            subprocess.run(cmd, check=True, cwd=REPO)
-            print(f"== {rid}: {time.perf_counter() - t0:.0f} s wall", flush=True)
-            done.add(rid)
+    """Every sweep the chosen tables need, each through `cellctl sweep` (resumable: a completed
+    run is skipped)."""
+    names = list(dict.fromkeys(n for tab in a.tables.split(",") for n in TABLE_SWEEPS[tab]))
+    for name in names:
+        cmd = [PY, "-m", "cellbed.cli.main", "sweep", str(SWEEPS / f"{name}.toml"), "--out", str(RESULTS / name),
+               "--no-report"] + (["--workers", str(a.workers)] if a.workers else [])
+        print(f"== {name}: {' '.join(cmd[3:])}", flush=True)
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, cwd=REPO)
+        print(f"== {name}: {time.perf_counter() - t0:.0f} s wall", flush=True)
 
 
 # ---------------------------------------------------------------------------
 # summaries
 # ---------------------------------------------------------------------------
 
-def load(rid: str):
-    run = load_run(RESULTS / rid)
+def load(folder: Path):
+    run = load_run(folder)
     return run, summarize(run)
 
 
@@ -161,7 +161,7 @@ TABLES = {
         ("MiB / migration", lambda r, s, a: s.bytes_per_migration / 2**20, 0),
         ("refused %", _pct("refusal_rate"), 1), *ASR_COLS]),
     "7": ("MASB Table 7 (reduced scale): 1×, 2×, 4×, 8× scale", [
-        ("nodes", lambda r, s, a: s.nodes_mean, 0), ("scale", lambda r, s, a: f"{s.nodes_mean / a.nodes:g}×", None),
+        ("nodes", lambda r, s, a: s.nodes_mean, 0), ("scale", lambda r, s, a: f"{s.nodes_mean / 500:g}×", None),
         ("sim h", lambda r, s, a: s.duration_s / 3600, 1), ("tasks added", lambda r, s, a: _done(r, "added"), 0),
         ("running (mean)", lambda r, s, a: s.tasks_running_mean, 0), *ASR_COLS,
         ("migrations", lambda r, s, a: s.migrations, 0),
@@ -186,21 +186,22 @@ def _fmt(v, d) -> str:
 
 
 def cmd_summarize(a) -> None:
-    have = {p.name for p in RESULTS.iterdir() if completed(p)} if RESULTS.is_dir() else set()
-    table = runs(a.nodes, a.hours, a.t7_hours, a.seed_list)
     setup = ("Model cell (virtual time; the same NodeAgent/SanAgent/BrokerAgent code as a real cell), GCD-shaped "
-             f"generator (digest §E), {a.nodes} nodes, {a.hours:g} simulated hours unless stated, 3 broker agents, "
-             "60-s ticks. Regenerate: `scripts/reproduce_masb.py run --seeds ...` then "
-             "`scripts/reproduce_masb.py summarize --seeds ...`; comparison plots: results/masb-repro/table<N>/.")
+             "generator (digest §E), 500 nodes, 6 simulated hours unless stated, 3 broker agents, 60-s ticks. "
+             "Regenerate: `scripts/reproduce_masb.py run` (every run through `cellctl sweep` on the specs in "
+             "sweeps/masb-t*.toml, into results/masb-tables/), then `scripts/reproduce_masb.py summarize`; "
+             "comparison plots: results/masb-tables/table<N>/.")
     DOCS.mkdir(parents=True, exist_ok=True)
     for tab in a.tables.split(","):
         title, cols = TABLES[tab]
-        entries = [(rid, cid, seed) for rid, _, _, cid, seed in table[tab] if rid in have]
+        entries = [(rid, folder, cid, seed) for rid, folder, cid, seed in runs(tab) if completed(folder)]
         if not entries:
             continue
         per_run = []
-        for rid, cid, seed in entries:
-            run, s = load(rid)
+        folders = {}
+        for rid, folder, cid, seed in entries:
+            folders[rid] = folder
+            run, s = load(folder)
             per_run.append((rid, cid, seed, [fn(run, s, a) for _, fn, _ in cols]))
         header = [c for c, _, _ in cols]
         with open(DOCS / f"masb-table{tab}.csv", "w", newline="") as f:
@@ -233,9 +234,9 @@ def cmd_summarize(a) -> None:
         md += NOTES.get(tab, [])
         (DOCS / f"masb-table{tab}.md").write_text("\n".join(md) + "\n")
         print(f"wrote docs/results/masb-table{tab}.csv/.md ({len(per_run)} runs)")
-        seed1 = [rid for rid, _, seed in entries if seed == entries[0][2]]
+        seed1 = [folders[rid] for rid, _, _, seed in entries if seed == 1]
         if len(seed1) > 1:
-            write_report([RESULTS / x for x in seed1], RESULTS / f"table{tab}")
+            write_report(seed1, RESULTS / f"table{tab}")
 
 
 NOTES: dict[str, list[str]] = {}
@@ -337,18 +338,15 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("run", "summarize"):
         p = sub.add_parser(name)
-        p.add_argument("--tables", default="3,4,5,6,7")
-        p.add_argument("--nodes", type=int, default=500)
-        p.add_argument("--hours", type=float, default=6.0)
-        p.add_argument("--t7-hours", type=float, default=3.0)
-        p.add_argument("--seeds", default="1", help="comma list of run seeds for Tables 3–6 (e.g. 1,2,3)")
+        p.add_argument("--tables", default="3,4,5,6,7,4x")
+        if name == "run":
+            p.add_argument("--workers", type=int, default=0, help="LocalCluster workers (0: cellctl sweep's choice)")
     p = sub.add_parser("scale")
     p.add_argument("--nodes", type=int, default=12500)
     p.add_argument("--hours", type=float, default=1.5)
     p.add_argument("--profile-from", type=float, default=70.0, help="simulated minute the profile starts")
     p.add_argument("--profile-minutes", type=float, default=5.0)
     a = ap.parse_args()
-    a.seed_list = tuple(int(x) for x in getattr(a, "seeds", "1").split(","))
     notes = DOCS / "notes.json"
     if notes.is_file():
         NOTES.update(json.loads(notes.read_text()))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from cellbed.experiment.scenario import load_scenario
+from cellbed.experiment.sweep import load_spec, plan_sweep
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.toml"))
@@ -61,6 +62,7 @@ TABLE6 = {
     "masb-table6-sias-sras": ("sias", "sras"),
     "masb-table6-siasgain-sras": ("sias_gain", "sras"),
     "masb-table6-sias-srasgain": ("sias", "sras_gain"),
+    "masb-table6-siasgain-srasgain": ("sias_gain", "sras_gain"),
 }
 
 
@@ -86,3 +88,16 @@ def test_megha_set_differs_only_in_the_front_end():
         assert x.cell.nodes == 10_000 and not x.policy.san.enabled
     strip = ("policy.frontend", "policy.megha", "run.name")
     assert _without(m.as_dict(), *strip) == _without(c.as_dict(), *strip) == _without(s.as_dict(), *strip)
+
+
+SWEEPS = sorted((SCENARIOS.parent / "sweeps").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[f.stem for f in SWEEPS])
+def test_every_sweep_spec_plans(path):
+    """sweeps/*.toml (the MASB tables' reruns): every run's scenario loads with its overrides,
+    at least 3 seeds except the one-seed exploration beyond the paper (masb-t4x)."""
+    plan = plan_sweep(load_spec(path))
+    assert plan.runs and all(r.scenario.is_file() for r in plan.runs)
+    seeds = {r.seed for r in plan.runs}
+    assert len(seeds) >= 3 or path.stem == "masb-t4x", (path.stem, seeds)
