@@ -64,7 +64,7 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
         self.channels: dict[str, GuestChannel] = {}
         self.migrating: dict[str, str] = {}                # vm -> migration id (outgoing)
         self.discarding: set[str] = set()                  # VMs whose failed start is being undone
-        self.departed: dict[str, float] = {}               # VM -> when it migrated away (sample must not re-adopt)
+        self.departed: dict[str, float] = {}               # VM -> when it migrated away or stopped (sample must not re-adopt)
         self._undoing: set[str] = set()                    # ...and of those, the ones being removed right now
         self.records: list[npb.MigrationRecord] = []
         self._events: deque[npb.Event] = deque(maxlen=EVENT_BUFFER)
@@ -343,6 +343,7 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
         await self._drop_channel(name)
         await self.hv.stop(name)
         self.vms.pop(name, None)
+        self.departed[name] = self.clock.monotonic()   # a sample listing since before must not adopt it back
         self.emit(npb.EVENT_KIND_VM_STOPPED, name)
 
     async def set_workload(self, name: str, cpu_load: float | None, wss_mib: int | None,

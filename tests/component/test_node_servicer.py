@@ -235,6 +235,36 @@ async def test_stop_vm(node_with_vm):
 
 
 
+async def test_a_sample_listing_before_a_stop_does_not_adopt_the_stopped_vm_back(node_with_vm):
+    """A sample lists the domains, the VM is stopped while the sample is still working, and the
+    sample then meets the stopped VM in its (stale) list. Adopting it would bring back a VM that no
+    longer runs: for a few seconds the host counts it, above its capacity if its room was already
+    given to another VM (seen in a Megha real cell: 640 MiB listed on a 512-MiB host)."""
+    import asyncio
+    n = node_with_vm
+    listed, go_on = asyncio.Event(), asyncio.Event()
+    plain_list = n.hv.list
+
+    async def slow_list():
+        doms = await plain_list()            # the snapshot holds vm-a
+        listed.set()
+        await go_on.wait()
+        return doms
+    n.hv.list = slow_list
+    sample = asyncio.create_task(n.agent.sample())
+    await listed.wait()
+    await n.client.call("StopVm", npb.StopVmRequest(name="vm-a"))     # gone from libvirt and the node
+    assert "vm-a" not in n.hv.domains
+    go_on.set()
+    await sample
+    assert "vm-a" not in n.agent.vms
+    st = await host_state(n)
+    assert (st.vm_count, st.mem_alloc_mib) == (0, 0)
+    n.hv.list = plain_list
+    await n.agent.sample()                  # the next sample forgets the departure
+    assert "vm-a" not in n.agent.vms and n.agent.departed == {}
+
+
 # --- a failed start is undone, and never adopted back ----------------------------------------
 # StartVm fails here because no guest answers within boot_timeout_s (1 s); the node then removes
 # the domain. A broker or LM places the VM elsewhere, so a sample that adopted the domain back
