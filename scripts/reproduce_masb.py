@@ -53,7 +53,7 @@ MASB run as their baseline (SIAS + SRAS, workload 1.00, no compaction)."""
 BASELINE = ("masb-t3", "masb-table3-masb")
 
 
-def config_id(sweep: str, r) -> str:
+def config_id(r) -> str:
     """The configuration's label in the tables: the scenario, then the grid point's values."""
     stem = r.stem.removeprefix("masb-").replace("table3-", "t3-").replace("table6-", "t6-")
     vals = dict(r.grid)
@@ -75,7 +75,7 @@ def runs(tab: str) -> list[tuple[str, Path, str, int]]:
         for r in plan.runs:
             if name == BASELINE[0] and tab != "3" and r.stem != BASELINE[1]:
                 continue
-            cid = config_id(name, r)
+            cid = config_id(r)
             out.append((cid if r.seed == 1 else f"{cid}-s{r.seed}", r.folder(RESULTS / name), cid, r.seed))
     return out
 
