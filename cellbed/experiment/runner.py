@@ -43,7 +43,9 @@ from cellbed.experiment.results import ResultsWriter, build_manifest, git_revisi
 from cellbed.experiment.scenario import Scenario
 from cellbed.experiment.twin import TwinDriver
 from cellbed.model.cell import ModelCell
+from cellbed.controller.megha.workload import ArrivalConfig
 from cellbed.model.megha import megha_cell
+from cellbed.model.megha_run import JobsWorkload
 from cellbed.model.megha_stream import CPU_SCALE_CORES, MEM_SCALE_MIB
 from cellbed.model.params import (END_WITH_HOST_S, MASB_FRONTENDS, MEGHA_FRONTENDS, ModelCellParams, Summary,
                                   migration_calibration)
@@ -89,8 +91,18 @@ def workload_source(sc: Scenario) -> tuple[Iterator, TraceReader | None]:
     w = sc.workload
     if w.source == "generator":
         return iter(WorkloadGenerator(sc.generator_config())), None
+    if w.source == "jobs":
+        return jobs_workload(sc), None
     reader = TraceReader(w.trace.path, sc.trace_options())
     return iter(reader), reader
+
+
+def jobs_workload(sc: Scenario) -> JobsWorkload:
+    """``workload.source = "jobs"``: the Megha paper's Poisson jobs, their rate scaled to the cell."""
+    j = sc.workload.jobs
+    cfg = ArrivalConfig(seed=sc.run.seed, duration_s=j.arrivals_s, job_rate_per_s=j.job_rate_per_1k_nodes *
+                        sc.cell.nodes / 1000.0, task_min_s=j.task_min_s, task_max_s=j.task_max_s).validate()
+    return JobsWorkload(cfg, drain_s=sc.run.duration_s - j.arrivals_s)
 
 
 def workload_events(sc: Scenario) -> Iterator:
@@ -144,8 +156,12 @@ def _megha_params(sc: Scenario) -> ModelCellParams:
             "SAN; set policy.san.enabled = false")
     shares = tuple((f"q{i + 1}", float(x)) for i, x in enumerate(p.megha.shares))
     central = p.frontend == "central"
+    j = sc.workload.jobs
+    jobs = {"node_cpu": j.node_cpu, "node_mem_mib": j.node_mem_mib, "background_fill": j.fill,
+            "background_s": (5.0, 2 * j.arrivals_s)} if sc.workload.source == "jobs" else \
+        {"node_cpu": MEGHA_NODE_CPU, "node_mem_mib": MEGHA_NODE_MEM_MIB}
     return megha_cell(
-        frontend=p.frontend, nodes=sc.cell.nodes, node_cpu=MEGHA_NODE_CPU, node_mem_mib=MEGHA_NODE_MEM_MIB,
+        frontend=p.frontend, nodes=sc.cell.nodes, **jobs,
         gms=1 if central else p.megha.gms, lms=1 if central else p.megha.lms, latency_s=sc.cell.network_delay_s,
         update_period_s=p.megha.update_period_s, probes=p.sampling.probes, shares=shares,
         queue_gm=tuple(p.megha.queue_gm), fairness=bool(shares), seed=sc.run.seed,
@@ -197,7 +213,11 @@ class ModelDriver:
         cells = (f"the trace's machines (capacity × {CPU_SCALE_CORES:g} cores / {MEM_SCALE_MIB:g} MiB, "
                  "their attributes; machines added later join when the trace adds them)"
                  if p.megha.machines == "stream" else
-                 f"{p.nodes} homogeneous nodes of {MEGHA_NODE_CPU:g} cores / {MEGHA_NODE_MEM_MIB} MiB")
+                 f"{p.nodes} homogeneous nodes of {p.megha.node_cpu:g} cores / {p.megha.node_mem_mib} MiB")
+        if self.sc.workload.source == "jobs":
+            return {"B1": f"model cell, {p.frontend}: {cells}, each started {p.megha.background_fill:.0%} full on "
+                          "average by background tasks placed directly; the Poisson jobs' tasks through the "
+                          "front-end; a task holds its request for its duration from its start"}
         return {"T11": churn.replace("waits for a new placement", "goes back to the front-end for the rest of its "
                                      "duration"),
                 "B1": f"model cell, {p.frontend}: {cells}; the stream's warm-start tasks pre-placed, later arrivals "

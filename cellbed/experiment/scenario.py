@@ -133,6 +133,13 @@ class Scenario:
                                   f"and policy.megha.lms = 1 (got {p.megha.gms} × {p.megha.lms})")
         if w.source == "generator":
             self.generator_config()  # validates [workload.generator] against the rest
+        if w.source == "jobs":
+            if c.kind != "model" or p.frontend not in ("megha", "central", "sampling"):
+                raise InvalidArgument(f"workload.source='jobs' runs on a model cell with a Megha front-end (megha, "
+                                      f"central, sampling): got cell.kind={c.kind!r}, policy.frontend={p.frontend!r}")
+            if w.jobs.arrivals_s >= self.run.duration_s:
+                raise InvalidArgument(f"workload.jobs.arrivals_s={w.jobs.arrivals_s:g} must be < run.duration_s="
+                                      f"{self.run.duration_s:g} (the rest of the run is the drain)")
 
     # ------------------------------------------------------------------
     def generator_config(self) -> GeneratorConfig:
@@ -181,9 +188,11 @@ class Scenario:
         m = plain(self, drop_none=False)
         if not self.migration.calibration:
             del m["migration"]      # the default: manifests (and sweeps' scenario hashes) stay as before the key
+        if self.workload.source != "jobs":
+            del m["workload"]["jobs"]   # likewise: only a jobs workload reads [workload.jobs]
         if self.workload.source == "generator":
             m["workload"]["generator_resolved"] = plain(self.generator_config(), drop_none=False)
-        else:
+        elif self.workload.source == "trace":
             m["workload"]["trace_options"] = plain(self.trace_options(), drop_none=False)
         m["policy"]["score_params"] = {
             "sias": plain(SiasParams(), drop_none=False), "sras": plain(SrasParams(), drop_none=False)}
@@ -202,6 +211,9 @@ class Scenario:
                f"GPA: CPU μ'+Φ⁻¹(1−{p.gpa_rho:g})σ' ≤ capacity (≥ {p.gpa_min_samples} samples), memory as a sum")
         if w.source == "generator":
             j1 = f"synthetic GCD-shaped generator, seed {self.run.seed}, multiplier {w.multiplier:g}"
+        elif w.source == "jobs":
+            j1 = (f"Megha's Poisson jobs, seed {self.run.seed}: {w.jobs.job_rate_per_1k_nodes:g} jobs/s per 1,000 "
+                  f"nodes for {w.jobs.arrivals_s:g} s, the cell {w.jobs.fill:.0%} full at the start")
         else:
             j1 = f"GCD-2011 trace {w.trace.path}, node fraction {w.trace.node_fraction:g}, multiplier {w.multiplier:g}"
         if w.compaction:

@@ -13,7 +13,7 @@ from cellbed.experiment.schema import knob, section
 FRONTENDS = ("masb", "megha", "central", "sampling", "bestfit")
 FIT_NAMES = ("sum", "gpa")
 CELL_KINDS = ("model", "real", "twin")
-SOURCES = ("generator", "trace")
+SOURCES = ("generator", "trace", "jobs")
 SPIKE_POLICIES = ("none", "pause", "kill")
 ACCELS = ("auto", "kvm", "tcg")
 SAMPLINGS = ("periodic", "event")
@@ -107,11 +107,39 @@ class RealScaleSection:
 
 
 @dataclass(frozen=True)
+class JobsSection:
+    """``[workload.jobs]``: the Megha paper's experiments' workload (seed 001 §V), for the Megha
+    front-ends on a model cell: Poisson jobs of 1-32 tasks on a warm, homogeneous cell.
+
+    The run ends when every task has started, or at ``run.duration_s`` (the drain's bound).
+    """
+
+    job_rate_per_1k_nodes: float = knob(10.0, "Poisson job arrivals per s per 1,000 nodes: the load per node "
+                                              "stays the same when cell.nodes changes (Megha's size sweep: 100/s "
+                                              "at 10,000 nodes)", lo=0.0, hi=1e5, lo_open=True, unit="jobs/s")
+    arrivals_s: float = knob(20.0, "jobs arrive during the first arrivals_s of the run; must be < "
+                                   "run.duration_s, the rest is the drain", lo=0.0, lo_open=True, unit="s")
+    task_min_s: float = knob(2.0, "shortest task, s (durations are log-uniform in [task_min_s, task_max_s], "
+                                  "from the task's start)", lo=0.0, lo_open=True, unit="s")
+    task_max_s: float = knob(60.0, "longest task, s", lo=0.0, lo_open=True, unit="s")
+    fill: float = knob(0.8, "the warm cell: each node starts with background tasks taking U(0, 2 x fill) of its "
+                            "CPU (at most 95 %), ending at U(5 s, 2 x arrivals_s)", lo=0.0, hi=0.95)
+    node_cpu: float = knob(4.0, "cores per node (homogeneous cell)", lo=0.25, hi=1024, unit="cores")
+    node_mem_mib: int = knob(16384, "memory per node, MiB", lo=256, hi=1 << 24, unit="MiB")
+
+    def __post_init__(self) -> None:
+        if self.task_min_s > self.task_max_s:
+            raise InvalidArgument(f"workload.jobs.task_min_s={self.task_min_s:g} must be <= "
+                                  f"workload.jobs.task_max_s={self.task_max_s:g}")
+
+
+@dataclass(frozen=True)
 class WorkloadSection:
     """``[workload]``: what arrives."""
 
-    source: str = knob("generator", "generator = synthetic GCD-shaped stream; trace = GCD-2011 replay",
-                       choices=SOURCES)
+    source: str = knob("generator", "generator = synthetic GCD-shaped stream; trace = GCD-2011 replay; jobs = "
+                                    "the Megha paper's Poisson jobs on a warm homogeneous cell ([workload.jobs]; "
+                                    "Megha front-ends, model cell)", choices=SOURCES)
     multiplier: float = knob(1.0, "workload multiplier: each task is duplicated floor(m)-1 times, +1 with "
                                   "probability frac(m) (MASB §D.10; Table 4 uses 1.00–1.06)", lo=1.0, hi=64.0)
     compaction: float = knob(0.0, "fraction of nodes removed from the cell (MASB Table 5 uses 0–0.03)",
@@ -125,6 +153,7 @@ class WorkloadSection:
                                            "defaults are the digest §E values", factory=dict)
     trace: TraceSection = section(TraceSection, "trace folder and read options")
     real: RealScaleSection = section(RealScaleSection, "real-cell scale-down")
+    jobs: JobsSection = section(JobsSection, "Poisson jobs (workload.source = 'jobs')")
 
 
 @dataclass(frozen=True)

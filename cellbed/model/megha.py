@@ -24,7 +24,7 @@ from cellbed.controller.megha.workload import Arrival, node_attributes
 from cellbed.domain import wire
 from cellbed.domain.config import check_keys
 from cellbed.domain.errors import InvalidArgument
-from cellbed.model.megha_run import ModelRunResult, run_arrivals, run_stream
+from cellbed.model.megha_run import JobsWorkload, ModelRunResult, run_arrivals, run_jobs, run_stream
 from cellbed.model.megha_stream import CPU_SCALE_CORES, MEM_SCALE_MIB, Machine
 from cellbed.model.front import Front
 from cellbed.model.params import MIN_HOST_CPU, MIN_HOST_MEM_MIB, MeghaParams, ModelCellParams
@@ -281,5 +281,8 @@ class MeghaFront(Front):
         return await run_arrivals(self, arr, drain_s=drain_s, sample_period_s=sample_period_s, stop_at_s=stop_at_s)
 
     async def run(self, events):
-        """The model cell's run: the scenario's GCD-shaped stream (see :func:`run_stream`)."""
+        """The model cell's run: the scenario's GCD-shaped stream (see :func:`run_stream`), or
+        the Megha paper's Poisson jobs (a :class:`JobsWorkload`, see :func:`run_jobs`)."""
+        if isinstance(events, JobsWorkload):
+            return await run_jobs(self, events)
         return await run_stream(self, events)

@@ -1,6 +1,6 @@
 """How a Megha-front-end model cell is driven: by a list of arrivals (the Megha paper's
-experiments, :func:`run_arrivals`) or by the scenario's GCD-shaped event stream
-(``cellctl run``, :func:`run_stream`)."""
+experiments, :func:`run_arrivals`; as a scenario run, :func:`run_jobs`) or by the scenario's
+GCD-shaped event stream (``cellctl run``, :func:`run_stream`)."""
 from __future__ import annotations
 
 import asyncio
@@ -12,7 +12,7 @@ from collections import Counter
 import numpy as np
 
 from cellbed.controller.megha.alloc import pending, summarize
-from cellbed.controller.megha.workload import Arrival
+from cellbed.controller.megha.workload import Arrival, ArrivalConfig, arrivals
 from cellbed.domain import errors, wire
 from cellbed.domain.constraints import constraints_match
 from cellbed.metrics.rows import AllocationRow
@@ -180,20 +180,54 @@ def _unplaced(res: ModelRunResult) -> list[AllocationRow]:
             for r in res.records if r.outcome != "placed" and r.task not in placed]
 
 
+@dataclasses.dataclass(frozen=True)
+class JobsWorkload:
+    """The Megha paper's own workload for :func:`run_jobs`: Poisson jobs (*arrivals*; its users
+    are replaced by the front-end's queues) on the warm cell that ``MeghaParams.background_fill``
+    builds, then up to *drain_s* for the last tasks to start."""
+
+    arrivals: ArrivalConfig
+    drain_s: float
+
+
 async def run_stream(front, events) -> Summary:
     """The stream's warm-start tasks pre-placed, later arrivals through the front-end until
     duration_s, the stream's machine and task changes applied at their times
     (:mod:`cellbed.model.megha_actions`), a tick row every tick_s; the Summary's ``extra``
     holds the Megha counts."""
-    cell, p = front.cell, front.p
+    p = front.p
     plan = read_stream(events, p.duration_s, front.users)
     warm, arr = plan.warm, plan.arrivals
     arrivals = [Arrival(t, task, i) for i, (t, task) in enumerate(arr)]
-    ticks: list = []
     await front.build(plan.machines)
-    actions = None
     try:
         dropped = await prefill(front, warm)
+    except BaseException:
+        await front.close()
+        raise
+    return await _drive(front, arrivals, len(warm), dropped, plan.counts,
+                        (lambda t0: StreamActions(front, plan, t0, p.duration_s)) if plan.actions else None,
+                        drain_s=0.0, stop_at_s=p.duration_s)
+
+
+async def run_jobs(front, jobs: JobsWorkload) -> Summary:
+    """The Megha paper's experiment as a scenario run (``workload.source = "jobs"``): the warm
+    homogeneous cell, the seeded Poisson jobs through the front-end, until every task has
+    started or *jobs.drain_s* after the last arrival; a tick row every tick_s."""
+    arr = arrivals(dataclasses.replace(jobs.arrivals, users=front.users), front.m.attribute_probs)
+    await front.build()
+    warm = sum(len(b.tasks) for b in front.cell.fabric.backends.values())     # the background fill
+    return await _drive(front, arr, warm, 0, Counter(), None, drain_s=jobs.drain_s, stop_at_s=None)
+
+
+async def _drive(front, arrivals: list[Arrival], warm: int, dropped: int, counts: Counter, make_actions,
+                 *, drain_s: float, stop_at_s: float | None) -> Summary:
+    """Run *arrivals* through the built front-end with ticks (and the stream's actions), close
+    it, write every arrival's allocation row and return the Summary."""
+    cell, p = front.cell, front.p
+    ticks: list = []
+    actions = None
+    try:
         epoch = cell.clock.now()
 
         def on_record(r) -> None:
@@ -211,18 +245,19 @@ async def run_stream(front, events) -> Summary:
 
         front.submitter.on_record(on_record)
         tk = asyncio.ensure_future(ticker())
-        if plan.actions:
-            actions = StreamActions(front, plan, cell.clock.monotonic(), p.duration_s)
+        if make_actions is not None:
+            actions = make_actions(cell.clock.monotonic())
             act = asyncio.ensure_future(actions.run())
-        res = await front.run_arrivals(arrivals, drain_s=0.0, stop_at_s=p.duration_s)
+        res = await front.run_arrivals(arrivals, drain_s=drain_s, stop_at_s=stop_at_s)
         tk.cancel()
         await asyncio.gather(tk, return_exceptions=True)
         if actions is not None:
             act.cancel()
             await asyncio.gather(act, return_exceptions=True)
             await actions.cancel()
-        while (len(ticks) + 1) * p.tick_s <= p.duration_s + 1e-6:
-            sample()        # the run stopped at duration_s, before the last tick's timer fired
+        if stop_at_s is not None:
+            while (len(ticks) + 1) * p.tick_s <= stop_at_s + 1e-6:
+                sample()        # the run stopped at duration_s, before the last tick's timer fired
         front.check_no_double_allocation()
     finally:
         await front.close()
@@ -230,9 +265,9 @@ async def run_stream(front, events) -> Summary:
     for row in unplaced:
         cell.allocation(row)
     placed = {r.task for r in res.records if r.outcome == "placed"}
-    stream = dict(sorted((plan.counts + (actions.counters if actions is not None else Counter())).items()))
-    extra = {"prefilled": len(warm) - dropped, "prefill_dropped": dropped, "arrivals": len(arr),
+    stream = dict(sorted((counts + (actions.counters if actions is not None else Counter())).items()))
+    extra = {"prefilled": warm - dropped, "prefill_dropped": dropped, "arrivals": len(arrivals),
              "placed": len(placed), "pending_rows": len(unplaced), "lm": dict(sorted(res.lm_counters.items())),
              "messages": res.messages, "stream": stream}
-    return Summary(ticks, len(warm) + len(arr), 0, len(placed), len(unplaced), [], [],
+    return Summary(ticks, warm + len(arrivals), 0, len(placed), len(unplaced), [], [],
                    dict(sorted(res.counters.items())), {}, dataclasses.asdict(cell.net.stats), [], extra=extra)
