@@ -229,22 +229,33 @@ class BrokerAgent:
         then). ``pool_sampling = draw``: the head of the order is drawn, and the rest permuted only
         when the head holds too few matches."""
         cache, mu = self.cache, self.params.max_util
-        # the RUS mask once over the whole cache, then looked up per chunk: a production task
-        # often passes RUS on few nodes, so a scan covers most of the cache
-        whole = (lambda: rus_ok(cache.prod, cache.cap, prod_req, mu).__getitem__) if prod_req is not None \
-            else (lambda: None)
+
+        def rus_mask() -> np.ndarray | None:
+            """The RUS rule over the whole cache, once per call, then looked up per chunk: a
+            production task often passes RUS on few nodes, so a scan covers most of the cache."""
+            return rus_ok(cache.prod, cache.cap, prod_req, mu) if prod_req is not None else None
+
+        def lookup(mask: np.ndarray | None):
+            return None if mask is None else mask.__getitem__
+
         fresh = cache.fresh(self.clock.now())
         limit = self.params.initial_scan_limit
         head = 2 * limit
         if self.params.pool_sampling != "draw" or len(fresh) <= head:
-            pool, examined = cache.first_matching(self.rng.permutation(fresh), cons, limit, whole())
+            pool, examined = cache.first_matching(self.rng.permutation(fresh), cons, limit, lookup(rus_mask()))
             return fresh, pool, examined
         first = random_head(len(fresh), head, self.rng)
         on_head = None if prod_req is None else (lambda idx: rus_ok(cache.prod[idx], cache.cap[idx], prod_req, mu))
         pool, examined = cache.first_matching(fresh[first], cons, limit, on_head)   # the same mask, elementwise
         if len(pool) < limit:
-            rest = self.rng.permutation(np.delete(fresh, first))
-            more, seen = cache.first_matching(rest, cons, limit - len(pool), whole())
+            rest = np.delete(fresh, first)
+            mask = rus_mask()
+            if mask is not None and not mask[rest].any():
+                # no node of the rest takes this production task under the RUS rule: in any order,
+                # the scan would examine all of it and add none, so skip drawing that order (most
+                # no-room allocations at 100,000 nodes; the pool and the count are the same)
+                return fresh, pool, examined + len(rest)
+            more, seen = cache.first_matching(self.rng.permutation(rest), cons, limit - len(pool), lookup(mask))
             pool, examined = np.concatenate([pool, more]), examined + seen
         return fresh, pool, examined
 

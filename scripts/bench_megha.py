@@ -8,16 +8,11 @@
                                                   p50/p90/p99/p99.9, the four parts, CSV + markdown + CDF
   bench_megha.py grpc [--tasks 3000]              sustained placement rate of 1 GM + 1 LM over gRPC
                                                   (cellbed-controller processes, model hosts), tasks/s
-  bench_megha.py sweep-size [--sizes 1000,...]    seed 001 Figs 6/8: allocation time vs cluster size,
-                                                  Megha (10 x 10) vs central vs sampling, workload scaled
-                                                  with the cell: p50..p99.9, parts; megha-size.md/.csv/.png
-  bench_megha.py sweep-gmlm [--gms 1,2,4,8] ...   seed 001 Fig. 9: allocation time vs GM x LM counts at a
-                                                  fixed size: p50/p99, inconsistencies, requeues;
-                                                  megha-gmlm.md/.csv/.png
 
+The Megha paper's figures (allocation time vs cluster size, vs GM x LM counts) are sweeps of
+scenarios now: scripts/reproduce_megha.py (`cellctl sweep`, 3 seeds).
 The real-cell figure (submit -> VM running, with the VM boot separately) is printed by
-tests/integration/test_megha_cell.py. Outputs go to docs/bench/ (match, model, grpc) or
-docs/results/ (the sweeps), or --out.
+tests/integration/test_megha_cell.py. Outputs go to docs/bench/, or --out.
 """
 from __future__ import annotations
 
@@ -37,7 +32,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))      # megha_bench_lib, beside this script
 # megha_bench_lib puts the repository on the path before it imports cellbed: import it first.
 from megha_bench_lib import ROOT, SUMMARY_KEYS, counters_line, pct, pyplot, run_model_point, write  # noqa: E402
-from megha_sweeps import bench_sweep_gmlm, bench_sweep_size, sweep_gmlm, sweep_size  # noqa: E402,F401 (sweep_*: the tests call them here)
 
 from cellbed.controller.megha.alloc import PARTS, summarize  # noqa: E402
 from cellbed.domain import wire  # noqa: E402
@@ -80,9 +74,8 @@ def bench_match(args) -> str:
     return text
 
 
-# `model`, `sweep-size` and `sweep-gmlm` all run points of the same kind (megha_bench_lib.run_model_point):
-# one front-end on one model cell with one seeded arrival process; they differ only in which knobs they
-# vary and how they report.
+# `model` runs points of one kind (megha_bench_lib.run_model_point):
+# one front-end on one model cell with one seeded arrival process.
 
 # --- model: 10k nodes, three front-ends -------------------------------------------------------------------
 def bench_model(args) -> str:
@@ -251,7 +244,7 @@ def _grpc_text(args, t_submit: float, placed_at: list[tuple[float, int]]) -> str
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=None, help="folder for CSV/markdown/PNG (default docs/bench, sweeps: docs/results)")
+    ap.add_argument("--out", default=None, help="folder for CSV/markdown/PNG (default docs/bench)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("match")
     p.add_argument("--n", type=int, default=20000)
@@ -272,39 +265,13 @@ def main(argv=None) -> None:
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--duration-s", type=float, default=2.0, help="each task runs this long (the LM stops it)")
     p.add_argument("--no-fsync", dest="fsync", action="store_false", help="journal without fsync")
-    p = sub.add_parser("sweep-size", help="allocation time vs cluster size (seed 001 Figs 6, 8)")
-    p.add_argument("--sizes", default="1000,2500,5000,10000,20000", help="node counts, comma-separated")
-    p.add_argument("--frontends", default="megha,central,sampling")
-    p.add_argument("--gms", type=int, default=10, help="Megha GMs at every size (sampling: schedulers)")
-    p.add_argument("--lms", type=int, default=10, help="Megha LMs at every size")
-    p.add_argument("--base-nodes", type=int, default=10000)
-    p.add_argument("--base-job-rate", type=float, default=100.0, help="job arrivals per s at --base-nodes nodes; "
-                   "scaled in proportion to the node count")
-    p.add_argument("--duration-s", type=float, default=20.0, help="arrivals over this long, s")
-    p.add_argument("--fill", type=float, default=0.8, help="mean initial fill of the nodes (0..0.95)")
-    p.add_argument("--drain-s", type=float, default=120.0)
-    p.add_argument("--seed", type=int, default=1)
-    p = sub.add_parser("sweep-gmlm", help="allocation time vs GM x LM counts (seed 001 Fig. 9)")
-    p.add_argument("--nodes", type=int, default=10000)
-    p.add_argument("--gms", default="1,2,4,8", help="GM counts, comma-separated")
-    p.add_argument("--lms", default="1,2,5,10", help="LM counts, comma-separated")
-    p.add_argument("--job-rate", type=float, default=100.0, help="job arrivals per s")
-    p.add_argument("--duration-s", type=float, default=20.0, help="arrivals over this long, s")
-    p.add_argument("--fill", type=float, default=0.8, help="mean initial fill of the nodes (0..0.95)")
-    p.add_argument("--drain-s", type=float, default=120.0)
-    p.add_argument("--seed", type=int, default=1)
-    for p in (sub.choices["sweep-size"], sub.choices["sweep-gmlm"]):
-        p.add_argument("--render-only", action="store_true",
-                       help="re-render the markdown and plot from the CSV written by an earlier run (no simulation)")
     args = ap.parse_args(argv)
-    sweep = args.cmd.startswith("sweep-")
     if args.out is None:
-        args.out = os.path.join(ROOT, "docs", "results" if sweep else "bench")
+        args.out = os.path.join(ROOT, "docs", "bench")
     os.makedirs(args.out, exist_ok=True)
-    text = {"match": bench_match, "model": bench_model, "grpc": bench_grpc, "sweep-size": bench_sweep_size,
-            "sweep-gmlm": bench_sweep_gmlm}[args.cmd](args)
+    text = {"match": bench_match, "model": bench_model, "grpc": bench_grpc}[args.cmd](args)
     print(text)
-    name = f"megha-{args.cmd[len('sweep-'):]}.md" if sweep else f"megha_{args.cmd}{getattr(args, 'tag', '')}.md"
+    name = f"megha_{args.cmd}{getattr(args, 'tag', '')}.md"
     path = write(args.out, name, text)
     print(f"(written to {path})")
 

@@ -38,6 +38,7 @@ from cellbed.experiment import load_run, summarize  # noqa: E402 (after the repo
 from cellbed.experiment.profiling import parts_table  # noqa: E402
 from cellbed.experiment.report import write_report  # noqa: E402
 from cellbed.experiment.sweep import load_spec, plan_sweep  # noqa: E402
+from sweep_tables import completed, num, spread  # noqa: E402 (scripts/ is on the path: this script's folder)
 
 PY = sys.executable
 RESULTS = REPO / "results" / "masb-tables"
@@ -80,14 +81,6 @@ def runs(tab: str) -> list[tuple[str, Path, str, int]]:
     return out
 
 
-def completed(out: Path) -> bool:
-    ev = out / "events.jsonl"
-    if not ev.is_file():
-        return False
-    lines = ev.read_text().strip().splitlines()
-    return bool(lines) and json.loads(lines[-1]).get("kind") == "run_completed"
-
-
 def cmd_run(a) -> None:
     """Every sweep the chosen tables need, each through `cellctl sweep` (resumable: a completed
     run is skipped)."""
@@ -108,11 +101,6 @@ def cmd_run(a) -> None:
 def load(folder: Path):
     run = load_run(folder)
     return run, summarize(run)
-
-
-def _f(x):
-    """A number for the CSV/averaging (NaN/inf kept as float)."""
-    return float(x) if x is not None else math.nan
 
 
 # per table: title, [(column, function(run, summary, args) -> number or text, decimals)]
@@ -174,17 +162,6 @@ TABLES = {
 TABLES["4x"] = (TABLES["4x"][0], TABLES["4"][1])
 
 
-def _fmt(v, d) -> str:
-    if isinstance(v, str):
-        return v
-    v = float(v)
-    if math.isnan(v):
-        return "n/a"
-    if math.isinf(v):
-        return "inf"
-    return f"{v:.{d}f}"
-
-
 def cmd_summarize(a) -> None:
     setup = ("Model cell (virtual time; the same NodeAgent/SanAgent/BrokerAgent code as a real cell), GCD-shaped "
              "generator (digest §E), 500 nodes, 6 simulated hours unless stated, 3 broker agents, 60-s ticks. "
@@ -208,7 +185,7 @@ def cmd_summarize(a) -> None:
             w = csv.writer(f, lineterminator="\n")
             w.writerow(["run", "config", "seed", *header])
             for rid, cid, seed, vals in per_run:
-                w.writerow([rid, cid, seed, *[v if isinstance(v, str) else _f(v) for v in vals]])
+                w.writerow([rid, cid, seed, *[v if isinstance(v, str) else num(v) for v in vals]])
         # markdown: one row per configuration, mean over seeds (min–max when several)
         md = [f"# {title}", ""]
         configs = list(dict.fromkeys(cid for _, cid, _, _ in per_run))
@@ -219,14 +196,7 @@ def cmd_summarize(a) -> None:
             cells = []
             for j, (_, _, d) in enumerate(cols):
                 vals = [g[j] for g in group]
-                if d is None or isinstance(vals[0], str):
-                    cells.append(vals[0])
-                    continue
-                x = np.array([_f(v) for v in vals])
-                if n == 1 or np.isnan(x).all():
-                    cells.append(_fmt(x[0], d))
-                else:
-                    cells.append(f"{_fmt(np.nanmean(x), d)} ({_fmt(np.nanmin(x), d)}–{_fmt(np.nanmax(x), d)})")
+                cells.append(vals[0] if d is None or isinstance(vals[0], str) else spread(vals, d))
             rows.append([cid, str(n), *cells])
         md += ["| config | seeds | " + " | ".join(header) + " |", "|" + "---|" * (len(header) + 2)]
         md += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]

@@ -258,7 +258,7 @@ class ModelDriver:
             for row in cell.frontend.unplaced():
                 w.allocation(row)
                 pending += 1
-        sim = sc.run.duration_s
+        sim = sc.run.duration_s if self.masb else min(sc.run.duration_s, s.extra["virtual_s"])   # jobs: may end early
         out = {"ok": not s.lost and not s.duplicated, "driver": self.kind, "simulated_s": sim,
                "wall_s": round(wall, 3), "cpu_s": round(time.process_time() - cpu0, 3),
                "sim_min_per_wall_min": round(sim / wall, 3) if wall > 0 else None,

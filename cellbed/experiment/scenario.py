@@ -212,8 +212,8 @@ class Scenario:
         if w.source == "generator":
             j1 = f"synthetic GCD-shaped generator, seed {self.run.seed}, multiplier {w.multiplier:g}"
         elif w.source == "jobs":
-            j1 = (f"Megha's Poisson jobs, seed {self.run.seed}: {w.jobs.job_rate_per_1k_nodes:g} jobs/s per 1,000 "
-                  f"nodes for {w.jobs.arrivals_s:g} s, the cell {w.jobs.fill:.0%} full at the start")
+            j1 = (f"Megha's Poisson jobs, seed {self.run.seed}: {w.jobs.job_rate_per_1k_nodes:g} jobs/s per "
+                  f"1,000 nodes for {w.jobs.arrivals_s:g} s, the cell {w.jobs.fill:.0%} full at the start")
         else:
             j1 = f"GCD-2011 trace {w.trace.path}, node fraction {w.trace.node_fraction:g}, multiplier {w.multiplier:g}"
         if w.compaction:

@@ -258,6 +258,10 @@ async def _drive(front, arrivals: list[Arrival], warm: int, dropped: int, counts
         if stop_at_s is not None:
             while (len(ticks) + 1) * p.tick_s <= stop_at_s + 1e-6:
                 sample()        # the run stopped at duration_s, before the last tick's timer fired
+        elif not ticks or ticks[-1].t_s < res.virtual_s - 1e-9:
+            # everything started between two ticks: one last row at the end, so the run's end
+            # state is in ticks.csv (and a run shorter than a tick has one)
+            ticks.append(cell.tick(res.virtual_s, len(front.submitter.unstarted())))
         front.check_no_double_allocation()
     finally:
         await front.close()
@@ -268,6 +272,6 @@ async def _drive(front, arrivals: list[Arrival], warm: int, dropped: int, counts
     stream = dict(sorted((counts + (actions.counters if actions is not None else Counter())).items()))
     extra = {"prefilled": warm - dropped, "prefill_dropped": dropped, "arrivals": len(arrivals),
              "placed": len(placed), "pending_rows": len(unplaced), "lm": dict(sorted(res.lm_counters.items())),
-             "messages": res.messages, "stream": stream}
+             "messages": res.messages, "stream": stream, "virtual_s": res.virtual_s}
     return Summary(ticks, warm + len(arrivals), 0, len(placed), len(unplaced), [], [],
                    dict(sorted(res.counters.items())), {}, dataclasses.asdict(cell.net.stats), [], extra=extra)

@@ -1,0 +1,48 @@
+"""What the reproduction scripts (reproduce_masb.py, reproduce_megha.py) share to turn a sweep's
+run folders into results tables: whether a run completed, and a number over seeds as
+*mean (min–max)*."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+
+def completed(out: Path) -> bool:
+    """The run folder ends with run_completed (a failed or unfinished run does not count)."""
+    ev = out / "events.jsonl"
+    if not ev.is_file():
+        return False
+    lines = ev.read_text().strip().splitlines()
+    return bool(lines) and json.loads(lines[-1]).get("kind") == "run_completed"
+
+
+def run_completed(out: Path) -> dict:
+    """The run_completed event of a completed run (the driver's counts)."""
+    return json.loads((out / "events.jsonl").read_text().strip().splitlines()[-1])
+
+
+def num(x) -> float:
+    """A number for the CSV/averaging (None as NaN; NaN/inf kept)."""
+    return float(x) if x is not None else math.nan
+
+
+def fmt(v, d: int) -> str:
+    if isinstance(v, str):
+        return v
+    v = float(v)
+    if math.isnan(v):
+        return "n/a"
+    if math.isinf(v):
+        return "inf"
+    return f"{v:.{d}f}"
+
+
+def spread(vals, d: int) -> str:
+    """One seed: the value; several: *mean (min–max)*, NaNs left out (all NaN: n/a)."""
+    x = np.array([num(v) for v in vals], dtype=float)
+    if len(x) == 1 or np.isnan(x).all():
+        return fmt(x[0], d)
+    return f"{fmt(np.nanmean(x), d)} ({fmt(np.nanmin(x), d)}–{fmt(np.nanmax(x), d)})"
