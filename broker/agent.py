@@ -254,6 +254,7 @@ class BrokerAgent:
                 # no node of the rest takes this production task under the RUS rule: in any order,
                 # the scan would examine all of it and add none, so skip drawing that order (most
                 # no-room allocations at 100,000 nodes; the pool and the count are the same)
+                self.counters["initial_scans_skipped"] += 1
                 return fresh, pool, examined + len(rest)
             more, seen = cache.first_matching(self.rng.permutation(rest), cons, limit - len(pool), lookup(mask))
             pool, examined = np.concatenate([pool, more]), examined + seen

@@ -47,6 +47,7 @@ def test_no_node_passes_rus_the_refusal_is_a_full_scans(sampling):
     assert host is None
     assert f"0 matching of {N} examined ({N} fresh), none has room" in why
     assert counters["allocations_no_room_production_rus"] == 1
+    assert counters.get("initial_scans_skipped", 0) == (sampling == "draw")
 
 
 @pytest.mark.parametrize("sampling", ["permute", "draw"])
