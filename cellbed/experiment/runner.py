@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, TextIO
 
+from cellbed.controller.megha.workload import ArrivalConfig
 from cellbed.daemon.san import SanConfig
 from cellbed.domain import errors
 from cellbed.experiment.profiling import ProfileWindow
@@ -43,7 +44,6 @@ from cellbed.experiment.results import ResultsWriter, build_manifest, git_revisi
 from cellbed.experiment.scenario import Scenario
 from cellbed.experiment.twin import TwinDriver
 from cellbed.model.cell import ModelCell
-from cellbed.controller.megha.workload import ArrivalConfig
 from cellbed.model.megha import megha_cell
 from cellbed.model.megha_run import JobsWorkload
 from cellbed.model.megha_stream import CPU_SCALE_CORES, MEM_SCALE_MIB
