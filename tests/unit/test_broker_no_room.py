@@ -25,7 +25,7 @@ def allocate(sampling: str, roomy: set[int], rng_state: bool = False):
     (production requests 0.5 of 4 cores there, 3.5 elsewhere; max_util 0.9)."""
     async def main():
         env = assembly.model_env(3)
-        await env.clock.sleep(10.0)
+        await env.clock.sleep(10.0)          # virtual time: the reports below are stamped 10 s in
         b, _ = assembly.build_broker(env, "ba1", params=BrokerParams(pool_sampling=sampling, initial_scan_limit=10),
                                      peers=[], cell="c")
         now = env.clock.now()
