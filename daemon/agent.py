@@ -305,6 +305,7 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
         t0 = self.clock.monotonic()
         try:
             await self.hv.start(spec)
+            entry.known_since = self.clock.monotonic()
             st = await self._wait_guest(spec.name, self.cfg.boot_timeout_s)
         except BaseException:
             # Undo: the caller (a broker, an LM) will place the VM elsewhere, so it must not

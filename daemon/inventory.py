@@ -19,6 +19,8 @@ class VmEntry:
     guest: GuestStatus | None = None
     boot_to_workload_s: float = 0.0
     migrating_out: str = ""   # migration id while leaving
+    known_since: float = 0.0  # monotonic time from which the hypervisor lists its domain (a listing begun
+                              # earlier may miss it: a sample must not call it vanished)
 
 
 @dataclasses.dataclass

@@ -292,7 +292,7 @@ class MigrationMixin:
         try:  # adopt the VM if, and only if, its domain really is here (even when it failed checks)
             state, reason = await self.hv.domain_state(name)
             self.vms[name] = VmEntry(spec=r.spec, state=state, reason=reason, cpu_used_cores=r.cpu_used,
-                                     rss_mib=r.mem_used)
+                                     rss_mib=r.mem_used, known_since=self.clock.monotonic())
         except errors.NotFound:
             pass
         self.journal.finish(mid, how, dataclasses.asdict(v))

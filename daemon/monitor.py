@@ -68,8 +68,10 @@ class MonitorMixin:
                 self.discarding.discard(name)                 # its domain is gone
             else:
                 await self._discard(name)
+        # a VM whose domain appeared after this listing began (a start or an arrival that ended
+        # meanwhile) is not in it, and has not vanished
         for name in [n for n, e in self.vms.items() if n not in seen and not e.migrating_out
-                     and e.reason != "starting"]:
+                     and e.reason != "starting" and e.known_since < now]:
             log.warning("VM %s vanished from libvirt", name)
             self.vms.pop(name)
             await self._drop_channel(name)
