@@ -15,7 +15,7 @@ import pytest
 from cellbed.controller.megha.workload import ArrivalConfig
 from cellbed.domain import errors
 from cellbed.experiment import load_run, load_scenario
-from cellbed.experiment.runner import model_cell_params, run_scenario
+from cellbed.experiment.runner import jobs_workload, model_cell_params, run_scenario
 from cellbed.experiment.sweep import load_spec, plan_sweep
 from cellbed.model.megha import megha_cell, megha_users
 from cellbed.model.simulate import simulate
@@ -73,7 +73,6 @@ def test_the_job_rate_follows_the_cell_size():
     p = model_cell_params(sc)
     assert (p.megha.node_cpu, p.megha.node_mem_mib, p.megha.background_fill) == (4.0, 16384, 0.8)
     assert p.megha.background_s == (5.0, 40.0)
-    from cellbed.experiment.runner import jobs_workload
     w = jobs_workload(sc)
     assert w.arrivals.job_rate_per_s == pytest.approx(25.0) and w.drain_s == pytest.approx(120.0)
 
