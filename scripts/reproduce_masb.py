@@ -26,7 +26,6 @@ import pstats
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +37,7 @@ from cellbed.experiment import load_run, summarize  # noqa: E402 (after the repo
 from cellbed.experiment.profiling import parts_table  # noqa: E402
 from cellbed.experiment.report import write_report  # noqa: E402
 from cellbed.experiment.sweep import load_spec, plan_sweep  # noqa: E402
-from sweep_tables import completed, num, spread  # noqa: E402 (scripts/ is on the path: this script's folder)
+from sweep_tables import completed, num, run_sweep, spread  # noqa: E402 (scripts/ is on the path: this script's folder)
 
 PY = sys.executable
 RESULTS = REPO / "results" / "masb-tables"
@@ -86,12 +85,7 @@ def cmd_run(a) -> None:
     run is skipped)."""
     names = list(dict.fromkeys(n for tab in a.tables.split(",") for n in TABLE_SWEEPS[tab]))
     for name in names:
-        cmd = [PY, "-m", "cellbed.cli.main", "sweep", str(SWEEPS / f"{name}.toml"), "--out", str(RESULTS / name),
-               "--no-report"] + (["--workers", str(a.workers)] if a.workers else [])
-        print(f"== {name}: {' '.join(cmd[3:])}", flush=True)
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, cwd=REPO)
-        print(f"== {name}: {time.perf_counter() - t0:.0f} s wall", flush=True)
+        run_sweep(SWEEPS / f"{name}.toml", RESULTS / name, a.workers, REPO)
 
 
 # ---------------------------------------------------------------------------

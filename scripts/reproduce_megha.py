@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,41 +26,33 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from cellbed.experiment import load_run, summarize  # noqa: E402 (after the repository is on the path)
+from cellbed.controller.megha.alloc import PARTS  # noqa: E402 (after the repository is on the path)
+from cellbed.experiment import load_run, summarize  # noqa: E402
 from cellbed.experiment.sweep import load_spec, plan_sweep  # noqa: E402
 from megha_bench_lib import keep_reading, pyplot, save_fig  # noqa: E402 (scripts/ is this script's folder)
-from sweep_tables import completed, num, run_completed, spread  # noqa: E402
+from sweep_tables import completed, num, run_completed, run_sweep, spread  # noqa: E402
 
-PY = sys.executable
 RESULTS = REPO / "results" / "megha-figures"
 DOCS = REPO / "docs" / "results"
 FIGURES = {"size": "megha-size", "gmlm": "megha-gmlm"}
-PARTS = ("framework_queue_ms", "processing_ms", "worker_queue_ms", "communication_ms")
 COUNTERS = ("launch_requests", "repartitions", "inconsistency_internal", "inconsistency_external", "requeued",
             "probes", "claims_refused")
 
 
 def cmd_run(a) -> None:
     for fig in a.figures.split(","):
-        name = FIGURES[fig]
-        cmd = [PY, "-m", "cellbed.cli.main", "sweep", str(REPO / "sweeps" / f"{name}.toml"), "--out",
-               str(Path(a.results) / name), "--no-report"] + (["--workers", str(a.workers)] if a.workers else [])
-        print(f"== {name}: {' '.join(cmd[3:])}", flush=True)
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, cwd=REPO)
-        print(f"== {name}: {time.perf_counter() - t0:.0f} s wall", flush=True)
+        run_sweep(REPO / "sweeps" / f"{FIGURES[fig]}.toml", Path(a.results) / FIGURES[fig], a.workers, REPO)
 
 
-def run_values(folder: Path) -> dict:
-    """One completed run's numbers: tasks, allocation-time percentiles and max, the parts'
-    shares, the front-end's and LMs' counters, its cost."""
-    run = load_run(folder)
+def run_values(run, folder: Path) -> dict:
+    """One completed run's numbers (*run*: its load_run): tasks, allocation-time percentiles and
+    max, the parts' shares, the front-end's and LMs' counters, its cost."""
     s = summarize(run)
     done = run_completed(folder)
     a = run.allocations(["outcome", "total_ms"])
     placed = a["total_ms"][a["outcome"] == "placed"]
     t, fe, lm = done["tasks"], done.get("frontend", {}), done.get("lm", {})
-    v = {"tasks": t["arrivals"], "placed": t["placed"], "pending": t["pending"],
+    return {"tasks": t["arrivals"], "placed": t["placed"], "pending": t["pending"],
          "p50": s.alloc_p50_ms, "p90": s.alloc_p90_ms, "p99": s.alloc_p99_ms, "p99.9": s.alloc_p999_ms,
          "max": float(placed.max()) if len(placed) else float("nan"),
          **{f"{p}_share": s.part_share.get(p, float("nan")) for p in PARTS},
@@ -71,7 +61,6 @@ def run_values(folder: Path) -> dict:
          "lm_inconsistency_internal": lm.get("inconsistency_internal", 0),
          "lm_inconsistency_external": lm.get("inconsistency_external", 0),
          "cpu_s": done["cpu_s"], "peak_rss_mib": done["peak_rss_mib"]}
-    return v
 
 
 def collect(spec: Path, results: Path) -> tuple[list[dict], list[str]]:
@@ -84,10 +73,11 @@ def collect(spec: Path, results: Path) -> tuple[list[dict], list[str]]:
         if not completed(folder):
             missing.append(r.key)
             continue
-        sc = load_run(folder).manifest["scenario"]
+        run = load_run(folder)
+        sc = run.manifest["scenario"]
         fe, m = sc["policy"]["frontend"], sc["policy"]["megha"]
         rows.append({"frontend": fe, "nodes": sc["cell"]["nodes"], "gms": "" if fe == "sampling" else m["gms"],
-                     "lms": "" if fe == "sampling" else m["lms"], "seed": r.seed, **run_values(folder)})
+                     "lms": "" if fe == "sampling" else m["lms"], "seed": r.seed, **run_values(run, folder)})
     return rows, missing
 
 

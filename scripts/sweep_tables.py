@@ -1,13 +1,26 @@
-"""What the reproduction scripts (reproduce_masb.py, reproduce_megha.py) share to turn a sweep's
-run folders into results tables: whether a run completed, and a number over seeds as
-*mean (min–max)*."""
+"""What the reproduction scripts (reproduce_masb.py, reproduce_megha.py) share: running a sweep
+spec, and turning its run folders into results tables (whether a run completed, and a number over
+seeds as *mean (min–max)*)."""
 from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
+
+
+def run_sweep(spec: Path, out: Path, workers: int, cwd: Path) -> None:
+    """One sweep spec through `cellctl sweep` (resumable: a completed run is skipped), timed."""
+    cmd = [sys.executable, "-m", "cellbed.cli.main", "sweep", str(spec), "--out", str(out), "--no-report"] + \
+        (["--workers", str(workers)] if workers else [])
+    print(f"== {spec.stem}: {' '.join(cmd[3:])}", flush=True)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=cwd)
+    print(f"== {spec.stem}: {time.perf_counter() - t0:.0f} s wall", flush=True)
 
 
 def completed(out: Path) -> bool:
