@@ -4,6 +4,9 @@ column arrays (capacity, used, requested) so that scoring thousands of nodes is 
 call; attributes are per-attribute columns for vectorised constraint matching."""
 from __future__ import annotations
 
+import hashlib
+import struct
+
 import numpy as np
 
 from cellbed.domain import wire
@@ -29,6 +32,9 @@ class NodeCache:
         self.codebook: dict[str, dict] = {}
         self.attr_of: list[dict] = []
         self.expired = 0
+        self.digest = 0                                  # see entry_digest
+        self._hkey: list[int] = []                       # per entry: its host's 64-bit key
+        self._dig: list[int] = []                        # per entry: its part of the digest (0: not live)
 
     def __len__(self) -> int:
         return int(self.live[: len(self.hosts)].sum())
@@ -65,8 +71,13 @@ class NodeCache:
             self.hosts.append(r.host)
             self.reports.append(None)
             self.attr_of.append({})
+            self._hkey.append(host_key(r.host))
+            self._dig.append(0)
         elif self.live[i] and self.ts[i] >= r.sampled_unix_s:
             return False
+        d = entry_digest(self._hkey[i], r.sampled_unix_s)
+        self.digest = (self.digest - self._dig[i] + d) & _MASK
+        self._dig[i] = d
         prev = self.reports[i]
         self.reports[i] = r
         self.cap[i] = (r.capacity.cpu_cores, r.capacity.mem_mib)
@@ -129,6 +140,8 @@ class NodeCache:
         self.live[:n][old] = False
         for i in np.flatnonzero(old):
             self.reports[i] = None
+            self.digest = (self.digest - self._dig[i]) & _MASK
+            self._dig[i] = 0
         self.expired += len(gone)
         return gone
 
@@ -189,5 +202,28 @@ class NodeCache:
         mine = self.reports[i]
         return mine is not None and mine == r
 
+    def in_sync(self, digest: int, count: int) -> bool:
+        """A peer's entries (their digest and number) are this cache's live (host, time) set, as
+        far as a 64-bit digest can tell: a pairwise sync between the two would change nothing."""
+        return digest != 0 and digest == self.digest and count == len(self)
+
     def entries(self) -> list[masbpb.NodeReport]:
         return [r for i, r in enumerate(self.reports) if r is not None and self.live[i]]
+
+
+_MASK = (1 << 64) - 1
+
+
+def host_key(host: str) -> int:
+    """A host name's 64-bit key, the same in every process (not Python's salted hash)."""
+    return int.from_bytes(hashlib.blake2b(host.encode(), digest_size=8).digest(), "little")
+
+
+def entry_digest(hkey: int, sampled_unix_s: float) -> int:
+    """One live entry's part of NodeCache.digest: splitmix64's finaliser over the host's key and
+    the bits of its measurement time. The digest is their sum modulo 2**64, so it follows every
+    store and expiry in O(1) and does not depend on the order entries arrived in."""
+    z = (hkey ^ struct.unpack("<Q", struct.pack("<d", sampled_unix_s))[0]) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (z ^ (z >> 31)) or 1

@@ -26,7 +26,7 @@ from cellbed.daemon.guest_channel import GuestTimeout
 IDENTITY = GuestOverhead()
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class ModelTask:
     spec: VmSpec
     boot_id: str

@@ -6,7 +6,7 @@ from cellbed.daemon.guest_channel import GuestStatus
 from cellbed.domain.vm import DomState, VmSpec
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class VmEntry:
     spec: VmSpec
     state: DomState = DomState.RUNNING
@@ -23,7 +23,7 @@ class VmEntry:
                               # earlier may miss it: a sample must not call it vanished)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Reservation:
     spec: VmSpec
     src: str

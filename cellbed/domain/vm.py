@@ -50,7 +50,7 @@ def max_wss_mib(mem_mib: int) -> int:
     return max(0, mem_mib - 80)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class VmSpec:
     name: str
     mem_mib: int = 128
@@ -114,7 +114,7 @@ class DomState(str, enum.Enum):
     OTHER = "other"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class DomainSample:
     """One domain as the hypervisor reports it at one instant."""
 

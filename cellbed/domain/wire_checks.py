@@ -229,14 +229,19 @@ def allocate_task(req: masbpb.AllocateTaskRequest) -> None:
         vm_spec("spec", req.spec)
 
 
+def sync_cache_header(req: masbpb.SyncCacheRequest) -> None:
+    """The sender's name and the number of entries (what an in-sync reply still checks)."""
+    name("broker", req.broker)
+    bounded_list("entries", req.entries, MAX_SYNC_ENTRIES)
+
+
 def sync_cache(req: masbpb.SyncCacheRequest, now: float, skew: float,
                checked: Callable[[masbpb.NodeReport], bool] | None = None) -> None:
     """Every entry a node report (:func:`node_report`). *checked(r)*, if given, says that this very
     report (equal in every field) has passed node_report here already: then only its time is
     tested again (the receiver's clock moved). A broker's cache holds only reports it checked, and
     a peer's sync sends mostly those same reports back."""
-    name("broker", req.broker)
-    bounded_list("entries", req.entries, MAX_SYNC_ENTRIES)
+    sync_cache_header(req)
     for i, r in enumerate(req.entries):
         if checked is not None and checked(r) and r.sampled_unix_s <= now + skew:
             continue

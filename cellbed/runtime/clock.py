@@ -59,6 +59,10 @@ class VirtualTimeDeadlock(RuntimeError):
     """Nothing is ready, no timer is pending and no real I/O can arrive: the model is stuck."""
 
 
+POLL_EVERY = 64
+"""The virtual selector polls the real descriptors at least once in this many loop turns."""
+
+
 class _VirtualSelector(selectors.DefaultSelector):
     """Polls the real file descriptors (the loop's self-pipe) without blocking; if none is
     ready, advances the loop's virtual time by the timeout asyncio asked to wait."""
@@ -68,11 +72,19 @@ class _VirtualSelector(selectors.DefaultSelector):
         self.loop: "VirtualTimeLoop | None" = None
 
     def select(self, timeout: float | None = None):
-        ready = super().select(0)
-        if ready or timeout == 0:
-            return ready
         loop = self.loop
         assert loop is not None
+        # In a model nothing but a worker thread or a signal writes to the loop's self-pipe, so
+        # with no thread pending the real poll (a system call) is made every POLL_EVERY turns
+        # only: a signal waits at most that many turns of the loop, and nothing else changes.
+        loop.turns += 1
+        if loop.pending_threads or timeout is None or loop.turns >= POLL_EVERY:
+            loop.turns = 0
+            ready = super().select(0)
+            if ready:
+                return ready
+        if timeout == 0:
+            return []
         if timeout is None:
             if loop.pending_threads:      # a worker thread will wake us through the self-pipe
                 return super().select(None)
@@ -87,6 +99,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         sel = _VirtualSelector()
         self._vt = start
         self.pending_threads = 0
+        self.turns = 0
         super().__init__(sel)
         sel.loop = self
 

@@ -26,7 +26,7 @@ from cellbed.v1 import common_pb2 as cellbed_dot_v1_dot_common__pb2
 from cellbed.v1 import node_pb2 as cellbed_dot_v1_dot_node__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x63\x65llbed/v1/masb.proto\x12\ncellbed.v1\x1a\x17\x63\x65llbed/v1/common.proto\x1a\x15\x63\x65llbed/v1/node.proto\"\xa9\x02\n\x08TaskInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04used\x18\x02 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12(\n\trequested\x18\x03 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12+\n\x0b\x63onstraints\x18\x04 \x03(\x0b\x32\x16.cellbed.v1.Constraint\x12\x12\n\nproduction\x18\x05 \x01(\x08\x12\x10\n\x08priority\x18\x06 \x01(\r\x12\x0f\n\x07mem_mib\x18\x07 \x01(\x01\x12\x13\n\x0b\x64irty_mib_s\x18\x08 \x01(\x01\x12\x0f\n\x07wss_mib\x18\t \x01(\x01\x12\x10\n\x08\x63pu_mean\x18\n \x01(\x01\x12\x0f\n\x07\x63pu_var\x18\x0b \x01(\x01\x12\x13\n\x0b\x63pu_samples\x18\x0c \x01(\r\"\xd5\x02\n\nNodeReport\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\'\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12#\n\x04used\x18\x03 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12(\n\trequested\x18\x04 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12-\n\x0eprod_requested\x18\x05 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12\x12\n\ntask_count\x18\x06 \x01(\r\x12)\n\nattributes\x18\x07 \x03(\x0b\x32\x15.cellbed.v1.Attribute\x12\'\n\tasr_class\x18\x08 \x01(\x0e\x32\x14.cellbed.v1.AsrClass\x12\x16\n\x0esampled_unix_s\x18\t \x01(\x01\x12\x12\n\nvia_broker\x18\n \x01(\t\"@\n\x16ReportNodeStateRequest\x12&\n\x06report\x18\x01 \x01(\x0b\x32\x16.cellbed.v1.NodeReport\"-\n\x17ReportNodeStateResponse\x12\x12\n\ncache_size\x18\x01 \x01(\r\"`\n\x18GetCandidateNodesRequest\x12\"\n\x04task\x18\x01 \x01(\x0b\x32\x14.cellbed.v1.TaskInfo\x12\x10\n\x08src_host\x18\x02 \x01(\t\x12\x0e\n\x06san_id\x18\x03 \x01(\t\"\x8c\x01\n\x0eRecommendation\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0f\n\x07\x66itness\x18\x02 \x01(\x01\x12\x18\n\x10timestamp_unix_s\x18\x03 \x01(\x01\x12(\n\tavailable\x18\x04 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12\x17\n\x0f\x66orce_migration\x18\x05 \x01(\x08\"\x82\x01\n\x19GetCandidateNodesResponse\x12\x33\n\x0frecommendations\x18\x01 \x03(\x0b\x32\x1a.cellbed.v1.Recommendation\x12\x0f\n\x07scanned\x18\x02 \x01(\r\x12\x0f\n\x07matched\x18\x03 \x01(\r\x12\x0e\n\x06\x62roker\x18\x04 \x01(\t\"k\n\x13\x41llocateTaskRequest\x12\"\n\x04task\x18\x01 \x01(\x0b\x32\x14.cellbed.v1.TaskInfo\x12 \n\x04spec\x18\x02 \x01(\x0b\x32\x12.cellbed.v1.VmSpec\x12\x0e\n\x06launch\x18\x03 \x01(\x08\"e\n\x14\x41llocateTaskResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x0f\n\x07scanned\x18\x03 \x01(\r\x12\x0f\n\x07refused\x18\x04 \x01(\r\x12\x0e\n\x06\x62roker\x18\x05 \x01(\t\"K\n\x10SyncCacheRequest\x12\x0e\n\x06\x62roker\x18\x01 \x01(\t\x12\'\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x16.cellbed.v1.NodeReport\"N\n\x11SyncCacheResponse\x12\'\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x16.cellbed.v1.NodeReport\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\r\"\x12\n\x10ListCacheRequest\"C\n\nCacheEntry\x12&\n\x06report\x18\x01 \x01(\x0b\x32\x16.cellbed.v1.NodeReport\x12\r\n\x05\x61ge_s\x18\x02 \x01(\x01\"\xd3\x01\n\x11ListCacheResponse\x12\x0e\n\x06\x62roker\x18\x01 \x01(\t\x12\'\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x16.cellbed.v1.CacheEntry\x12=\n\x08\x63ounters\x18\x03 \x03(\x0b\x32+.cellbed.v1.ListCacheResponse.CountersEntry\x12\x15\n\rnode_expiry_s\x18\x04 \x01(\x01\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"u\n\x14TaskMigrationRequest\x12\x0e\n\x06san_id\x18\x01 \x01(\t\x12\x10\n\x08src_host\x18\x02 \x01(\t\x12\"\n\x04task\x18\x03 \x01(\x0b\x32\x14.cellbed.v1.TaskInfo\x12\x17\n\x0f\x66orce_migration\x18\x04 \x01(\x08\"\x95\x01\n\x1fTaskMigrationAcceptanceResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\'\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12#\n\x04used\x18\x03 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12\x16\n\x0esampled_unix_s\x18\x04 \x01(\x01\"\xbb\x01\n\x1eTaskMigrationRejectionResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12+\n\x06reason\x18\x02 \x01(\x0e\x32\x1b.cellbed.v1.RejectionReason\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12(\n\tprojected\x18\x04 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12$\n\x05limit\x18\x05 \x01(\x0b\x32\x15.cellbed.v1.Resources\"\xa5\x01\n\x15TaskMigrationResponse\x12\x41\n\nacceptance\x18\x01 \x01(\x0b\x32+.cellbed.v1.TaskMigrationAcceptanceResponseH\x00\x12?\n\trejection\x18\x02 \x01(\x0b\x32*.cellbed.v1.TaskMigrationRejectionResponseH\x00\x42\x08\n\x06\x61nswer\"\xb4\x01\n\x1bTaskMigrationProcessRequest\x12\x0e\n\x06san_id\x18\x01 \x01(\t\x12\x10\n\x08src_host\x18\x02 \x01(\t\x12\"\n\x04task\x18\x03 \x01(\x0b\x32\x14.cellbed.v1.TaskInfo\x12 \n\x04spec\x18\x04 \x01(\x0b\x32\x12.cellbed.v1.VmSpec\x12\x17\n\x0f\x66orce_migration\x18\x05 \x01(\x08\x12\x14\n\x0cmigration_id\x18\x06 \x01(\t\"o\n\x1cTaskMigrationProcessResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12=\n\trejection\x18\x02 \x01(\x0b\x32*.cellbed.v1.TaskMigrationRejectionResponse\"(\n\x17ListNegotiationsRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"U\n\x07SanStep\x12\x0e\n\x06unix_s\x18\x01 \x01(\x01\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\x0e\n\x06\x66orced\x18\x05 \x01(\x08\"\xbc\x01\n\x0bNegotiation\x12\x0e\n\x06san_id\x18\x01 \x01(\t\x12\n\n\x02vm\x18\x02 \x01(\t\x12\x10\n\x08src_host\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x16\n\x0estarted_unix_s\x18\x05 \x01(\x01\x12\x14\n\x0c\x65nded_unix_s\x18\x06 \x01(\x01\x12\x0e\n\x06target\x18\x07 \x01(\t\x12\"\n\x05steps\x18\x08 \x03(\x0b\x32\x13.cellbed.v1.SanStep\x12\x0e\n\x06\x66orced\x18\t \x01(\x08\"\xce\x01\n\x18ListNegotiationsResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12-\n\x0cnegotiations\x18\x02 \x03(\x0b\x32\x17.cellbed.v1.Negotiation\x12\x44\n\x08\x63ounters\x18\x03 \x03(\x0b\x32\x32.cellbed.v1.ListNegotiationsResponse.CountersEntry\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"$\n\x14NegotiateTaskRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"E\n\x15NegotiateTaskResponse\x12,\n\x0bnegotiation\x18\x01 \x01(\x0b\x32\x17.cellbed.v1.Negotiation*\x89\x02\n\x0fRejectionReason\x12 \n\x1cREJECTION_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19REJECTION_REASON_CAPACITY\x10\x01\x12 \n\x1cREJECTION_REASON_CONSTRAINTS\x10\x02\x12\x18\n\x14REJECTION_REASON_RUS\x10\x03\x12\x1f\n\x1bREJECTION_REASON_OVERLOADED\x10\x04\x12\x1e\n\x1aREJECTION_REASON_SAME_HOST\x10\x05\x12\x1e\n\x1aREJECTION_REASON_NO_ANSWER\x10\x06\x12\x18\n\x14REJECTION_REASON_GPA\x10\x07\x32\xb2\x03\n\x0b\x42rokerAgent\x12Z\n\x0fReportNodeState\x12\".cellbed.v1.ReportNodeStateRequest\x1a#.cellbed.v1.ReportNodeStateResponse\x12`\n\x11GetCandidateNodes\x12$.cellbed.v1.GetCandidateNodesRequest\x1a%.cellbed.v1.GetCandidateNodesResponse\x12Q\n\x0c\x41llocateTask\x12\x1f.cellbed.v1.AllocateTaskRequest\x1a .cellbed.v1.AllocateTaskResponse\x12H\n\tSyncCache\x12\x1c.cellbed.v1.SyncCacheRequest\x1a\x1d.cellbed.v1.SyncCacheResponse\x12H\n\tListCache\x12\x1c.cellbed.v1.ListCacheRequest\x1a\x1d.cellbed.v1.ListCacheResponse2\x82\x03\n\x03San\x12T\n\rNegotiateTask\x12 .cellbed.v1.NegotiateTaskRequest\x1a!.cellbed.v1.NegotiateTaskResponse\x12[\n\x14RequestTaskMigration\x12 .cellbed.v1.TaskMigrationRequest\x1a!.cellbed.v1.TaskMigrationResponse\x12i\n\x14ProcessTaskMigration\x12\'.cellbed.v1.TaskMigrationProcessRequest\x1a(.cellbed.v1.TaskMigrationProcessResponse\x12]\n\x10ListNegotiations\x12#.cellbed.v1.ListNegotiationsRequest\x1a$.cellbed.v1.ListNegotiationsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x63\x65llbed/v1/masb.proto\x12\ncellbed.v1\x1a\x17\x63\x65llbed/v1/common.proto\x1a\x15\x63\x65llbed/v1/node.proto\"\xa9\x02\n\x08TaskInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04used\x18\x02 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12(\n\trequested\x18\x03 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12+\n\x0b\x63onstraints\x18\x04 \x03(\x0b\x32\x16.cellbed.v1.Constraint\x12\x12\n\nproduction\x18\x05 \x01(\x08\x12\x10\n\x08priority\x18\x06 \x01(\r\x12\x0f\n\x07mem_mib\x18\x07 \x01(\x01\x12\x13\n\x0b\x64irty_mib_s\x18\x08 \x01(\x01\x12\x0f\n\x07wss_mib\x18\t \x01(\x01\x12\x10\n\x08\x63pu_mean\x18\n \x01(\x01\x12\x0f\n\x07\x63pu_var\x18\x0b \x01(\x01\x12\x13\n\x0b\x63pu_samples\x18\x0c \x01(\r\"\xd5\x02\n\nNodeReport\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\'\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12#\n\x04used\x18\x03 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12(\n\trequested\x18\x04 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12-\n\x0eprod_requested\x18\x05 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12\x12\n\ntask_count\x18\x06 \x01(\r\x12)\n\nattributes\x18\x07 \x03(\x0b\x32\x15.cellbed.v1.Attribute\x12\'\n\tasr_class\x18\x08 \x01(\x0e\x32\x14.cellbed.v1.AsrClass\x12\x16\n\x0esampled_unix_s\x18\t \x01(\x01\x12\x12\n\nvia_broker\x18\n \x01(\t\"@\n\x16ReportNodeStateRequest\x12&\n\x06report\x18\x01 \x01(\x0b\x32\x16.cellbed.v1.NodeReport\"-\n\x17ReportNodeStateResponse\x12\x12\n\ncache_size\x18\x01 \x01(\r\"`\n\x18GetCandidateNodesRequest\x12\"\n\x04task\x18\x01 \x01(\x0b\x32\x14.cellbed.v1.TaskInfo\x12\x10\n\x08src_host\x18\x02 \x01(\t\x12\x0e\n\x06san_id\x18\x03 \x01(\t\"\x8c\x01\n\x0eRecommendation\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0f\n\x07\x66itness\x18\x02 \x01(\x01\x12\x18\n\x10timestamp_unix_s\x18\x03 \x01(\x01\x12(\n\tavailable\x18\x04 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12\x17\n\x0f\x66orce_migration\x18\x05 \x01(\x08\"\x82\x01\n\x19GetCandidateNodesResponse\x12\x33\n\x0frecommendations\x18\x01 \x03(\x0b\x32\x1a.cellbed.v1.Recommendation\x12\x0f\n\x07scanned\x18\x02 \x01(\r\x12\x0f\n\x07matched\x18\x03 \x01(\r\x12\x0e\n\x06\x62roker\x18\x04 \x01(\t\"k\n\x13\x41llocateTaskRequest\x12\"\n\x04task\x18\x01 \x01(\x0b\x32\x14.cellbed.v1.TaskInfo\x12 \n\x04spec\x18\x02 \x01(\x0b\x32\x12.cellbed.v1.VmSpec\x12\x0e\n\x06launch\x18\x03 \x01(\x08\"e\n\x14\x41llocateTaskResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\r\n\x05score\x18\x02 \x01(\x01\x12\x0f\n\x07scanned\x18\x03 \x01(\r\x12\x0f\n\x07refused\x18\x04 \x01(\r\x12\x0e\n\x06\x62roker\x18\x05 \x01(\t\"[\n\x10SyncCacheRequest\x12\x0e\n\x06\x62roker\x18\x01 \x01(\t\x12\'\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x16.cellbed.v1.NodeReport\x12\x0e\n\x06\x64igest\x18\x03 \x01(\x06\"_\n\x11SyncCacheResponse\x12\'\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x16.cellbed.v1.NodeReport\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\r\x12\x0f\n\x07in_sync\x18\x03 \x01(\x08\"\x12\n\x10ListCacheRequest\"C\n\nCacheEntry\x12&\n\x06report\x18\x01 \x01(\x0b\x32\x16.cellbed.v1.NodeReport\x12\r\n\x05\x61ge_s\x18\x02 \x01(\x01\"\xd3\x01\n\x11ListCacheResponse\x12\x0e\n\x06\x62roker\x18\x01 \x01(\t\x12\'\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x16.cellbed.v1.CacheEntry\x12=\n\x08\x63ounters\x18\x03 \x03(\x0b\x32+.cellbed.v1.ListCacheResponse.CountersEntry\x12\x15\n\rnode_expiry_s\x18\x04 \x01(\x01\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"u\n\x14TaskMigrationRequest\x12\x0e\n\x06san_id\x18\x01 \x01(\t\x12\x10\n\x08src_host\x18\x02 \x01(\t\x12\"\n\x04task\x18\x03 \x01(\x0b\x32\x14.cellbed.v1.TaskInfo\x12\x17\n\x0f\x66orce_migration\x18\x04 \x01(\x08\"\x95\x01\n\x1fTaskMigrationAcceptanceResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\'\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12#\n\x04used\x18\x03 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12\x16\n\x0esampled_unix_s\x18\x04 \x01(\x01\"\xbb\x01\n\x1eTaskMigrationRejectionResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12+\n\x06reason\x18\x02 \x01(\x0e\x32\x1b.cellbed.v1.RejectionReason\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12(\n\tprojected\x18\x04 \x01(\x0b\x32\x15.cellbed.v1.Resources\x12$\n\x05limit\x18\x05 \x01(\x0b\x32\x15.cellbed.v1.Resources\"\xa5\x01\n\x15TaskMigrationResponse\x12\x41\n\nacceptance\x18\x01 \x01(\x0b\x32+.cellbed.v1.TaskMigrationAcceptanceResponseH\x00\x12?\n\trejection\x18\x02 \x01(\x0b\x32*.cellbed.v1.TaskMigrationRejectionResponseH\x00\x42\x08\n\x06\x61nswer\"\xb4\x01\n\x1bTaskMigrationProcessRequest\x12\x0e\n\x06san_id\x18\x01 \x01(\t\x12\x10\n\x08src_host\x18\x02 \x01(\t\x12\"\n\x04task\x18\x03 \x01(\x0b\x32\x14.cellbed.v1.TaskInfo\x12 \n\x04spec\x18\x04 \x01(\x0b\x32\x12.cellbed.v1.VmSpec\x12\x17\n\x0f\x66orce_migration\x18\x05 \x01(\x08\x12\x14\n\x0cmigration_id\x18\x06 \x01(\t\"o\n\x1cTaskMigrationProcessResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12=\n\trejection\x18\x02 \x01(\x0b\x32*.cellbed.v1.TaskMigrationRejectionResponse\"(\n\x17ListNegotiationsRequest\x12\r\n\x05limit\x18\x01 \x01(\r\"U\n\x07SanStep\x12\x0e\n\x06unix_s\x18\x01 \x01(\x01\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\x12\x0e\n\x06\x66orced\x18\x05 \x01(\x08\"\xbc\x01\n\x0bNegotiation\x12\x0e\n\x06san_id\x18\x01 \x01(\t\x12\n\n\x02vm\x18\x02 \x01(\t\x12\x10\n\x08src_host\x18\x03 \x01(\t\x12\r\n\x05state\x18\x04 \x01(\t\x12\x16\n\x0estarted_unix_s\x18\x05 \x01(\x01\x12\x14\n\x0c\x65nded_unix_s\x18\x06 \x01(\x01\x12\x0e\n\x06target\x18\x07 \x01(\t\x12\"\n\x05steps\x18\x08 \x03(\x0b\x32\x13.cellbed.v1.SanStep\x12\x0e\n\x06\x66orced\x18\t \x01(\x08\"\xce\x01\n\x18ListNegotiationsResponse\x12\x0c\n\x04host\x18\x01 \x01(\t\x12-\n\x0cnegotiations\x18\x02 \x03(\x0b\x32\x17.cellbed.v1.Negotiation\x12\x44\n\x08\x63ounters\x18\x03 \x03(\x0b\x32\x32.cellbed.v1.ListNegotiationsResponse.CountersEntry\x1a/\n\rCountersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"$\n\x14NegotiateTaskRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"E\n\x15NegotiateTaskResponse\x12,\n\x0bnegotiation\x18\x01 \x01(\x0b\x32\x17.cellbed.v1.Negotiation*\x89\x02\n\x0fRejectionReason\x12 \n\x1cREJECTION_REASON_UNSPECIFIED\x10\x00\x12\x1d\n\x19REJECTION_REASON_CAPACITY\x10\x01\x12 \n\x1cREJECTION_REASON_CONSTRAINTS\x10\x02\x12\x18\n\x14REJECTION_REASON_RUS\x10\x03\x12\x1f\n\x1bREJECTION_REASON_OVERLOADED\x10\x04\x12\x1e\n\x1aREJECTION_REASON_SAME_HOST\x10\x05\x12\x1e\n\x1aREJECTION_REASON_NO_ANSWER\x10\x06\x12\x18\n\x14REJECTION_REASON_GPA\x10\x07\x32\xb2\x03\n\x0b\x42rokerAgent\x12Z\n\x0fReportNodeState\x12\".cellbed.v1.ReportNodeStateRequest\x1a#.cellbed.v1.ReportNodeStateResponse\x12`\n\x11GetCandidateNodes\x12$.cellbed.v1.GetCandidateNodesRequest\x1a%.cellbed.v1.GetCandidateNodesResponse\x12Q\n\x0c\x41llocateTask\x12\x1f.cellbed.v1.AllocateTaskRequest\x1a .cellbed.v1.AllocateTaskResponse\x12H\n\tSyncCache\x12\x1c.cellbed.v1.SyncCacheRequest\x1a\x1d.cellbed.v1.SyncCacheResponse\x12H\n\tListCache\x12\x1c.cellbed.v1.ListCacheRequest\x1a\x1d.cellbed.v1.ListCacheResponse2\x82\x03\n\x03San\x12T\n\rNegotiateTask\x12 .cellbed.v1.NegotiateTaskRequest\x1a!.cellbed.v1.NegotiateTaskResponse\x12[\n\x14RequestTaskMigration\x12 .cellbed.v1.TaskMigrationRequest\x1a!.cellbed.v1.TaskMigrationResponse\x12i\n\x14ProcessTaskMigration\x12\'.cellbed.v1.TaskMigrationProcessRequest\x1a(.cellbed.v1.TaskMigrationProcessResponse\x12]\n\x10ListNegotiations\x12#.cellbed.v1.ListNegotiationsRequest\x1a$.cellbed.v1.ListNegotiationsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,8 +37,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTCACHERESPONSE_COUNTERSENTRY']._serialized_options = b'8\001'
   _globals['_LISTNEGOTIATIONSRESPONSE_COUNTERSENTRY']._loaded_options = None
   _globals['_LISTNEGOTIATIONSRESPONSE_COUNTERSENTRY']._serialized_options = b'8\001'
-  _globals['_REJECTIONREASON']._serialized_start=3452
-  _globals['_REJECTIONREASON']._serialized_end=3717
+  _globals['_REJECTIONREASON']._serialized_start=3485
+  _globals['_REJECTIONREASON']._serialized_end=3750
   _globals['_TASKINFO']._serialized_start=86
   _globals['_TASKINFO']._serialized_end=383
   _globals['_NODEREPORT']._serialized_start=386
@@ -58,45 +58,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ALLOCATETASKRESPONSE']._serialized_start=1325
   _globals['_ALLOCATETASKRESPONSE']._serialized_end=1426
   _globals['_SYNCCACHEREQUEST']._serialized_start=1428
-  _globals['_SYNCCACHEREQUEST']._serialized_end=1503
-  _globals['_SYNCCACHERESPONSE']._serialized_start=1505
-  _globals['_SYNCCACHERESPONSE']._serialized_end=1583
-  _globals['_LISTCACHEREQUEST']._serialized_start=1585
-  _globals['_LISTCACHEREQUEST']._serialized_end=1603
-  _globals['_CACHEENTRY']._serialized_start=1605
-  _globals['_CACHEENTRY']._serialized_end=1672
-  _globals['_LISTCACHERESPONSE']._serialized_start=1675
-  _globals['_LISTCACHERESPONSE']._serialized_end=1886
-  _globals['_LISTCACHERESPONSE_COUNTERSENTRY']._serialized_start=1839
-  _globals['_LISTCACHERESPONSE_COUNTERSENTRY']._serialized_end=1886
-  _globals['_TASKMIGRATIONREQUEST']._serialized_start=1888
-  _globals['_TASKMIGRATIONREQUEST']._serialized_end=2005
-  _globals['_TASKMIGRATIONACCEPTANCERESPONSE']._serialized_start=2008
-  _globals['_TASKMIGRATIONACCEPTANCERESPONSE']._serialized_end=2157
-  _globals['_TASKMIGRATIONREJECTIONRESPONSE']._serialized_start=2160
-  _globals['_TASKMIGRATIONREJECTIONRESPONSE']._serialized_end=2347
-  _globals['_TASKMIGRATIONRESPONSE']._serialized_start=2350
-  _globals['_TASKMIGRATIONRESPONSE']._serialized_end=2515
-  _globals['_TASKMIGRATIONPROCESSREQUEST']._serialized_start=2518
-  _globals['_TASKMIGRATIONPROCESSREQUEST']._serialized_end=2698
-  _globals['_TASKMIGRATIONPROCESSRESPONSE']._serialized_start=2700
-  _globals['_TASKMIGRATIONPROCESSRESPONSE']._serialized_end=2811
-  _globals['_LISTNEGOTIATIONSREQUEST']._serialized_start=2813
-  _globals['_LISTNEGOTIATIONSREQUEST']._serialized_end=2853
-  _globals['_SANSTEP']._serialized_start=2855
-  _globals['_SANSTEP']._serialized_end=2940
-  _globals['_NEGOTIATION']._serialized_start=2943
-  _globals['_NEGOTIATION']._serialized_end=3131
-  _globals['_LISTNEGOTIATIONSRESPONSE']._serialized_start=3134
-  _globals['_LISTNEGOTIATIONSRESPONSE']._serialized_end=3340
-  _globals['_LISTNEGOTIATIONSRESPONSE_COUNTERSENTRY']._serialized_start=1839
-  _globals['_LISTNEGOTIATIONSRESPONSE_COUNTERSENTRY']._serialized_end=1886
-  _globals['_NEGOTIATETASKREQUEST']._serialized_start=3342
-  _globals['_NEGOTIATETASKREQUEST']._serialized_end=3378
-  _globals['_NEGOTIATETASKRESPONSE']._serialized_start=3380
-  _globals['_NEGOTIATETASKRESPONSE']._serialized_end=3449
-  _globals['_BROKERAGENT']._serialized_start=3720
-  _globals['_BROKERAGENT']._serialized_end=4154
-  _globals['_SAN']._serialized_start=4157
-  _globals['_SAN']._serialized_end=4543
+  _globals['_SYNCCACHEREQUEST']._serialized_end=1519
+  _globals['_SYNCCACHERESPONSE']._serialized_start=1521
+  _globals['_SYNCCACHERESPONSE']._serialized_end=1616
+  _globals['_LISTCACHEREQUEST']._serialized_start=1618
+  _globals['_LISTCACHEREQUEST']._serialized_end=1636
+  _globals['_CACHEENTRY']._serialized_start=1638
+  _globals['_CACHEENTRY']._serialized_end=1705
+  _globals['_LISTCACHERESPONSE']._serialized_start=1708
+  _globals['_LISTCACHERESPONSE']._serialized_end=1919
+  _globals['_LISTCACHERESPONSE_COUNTERSENTRY']._serialized_start=1872
+  _globals['_LISTCACHERESPONSE_COUNTERSENTRY']._serialized_end=1919
+  _globals['_TASKMIGRATIONREQUEST']._serialized_start=1921
+  _globals['_TASKMIGRATIONREQUEST']._serialized_end=2038
+  _globals['_TASKMIGRATIONACCEPTANCERESPONSE']._serialized_start=2041
+  _globals['_TASKMIGRATIONACCEPTANCERESPONSE']._serialized_end=2190
+  _globals['_TASKMIGRATIONREJECTIONRESPONSE']._serialized_start=2193
+  _globals['_TASKMIGRATIONREJECTIONRESPONSE']._serialized_end=2380
+  _globals['_TASKMIGRATIONRESPONSE']._serialized_start=2383
+  _globals['_TASKMIGRATIONRESPONSE']._serialized_end=2548
+  _globals['_TASKMIGRATIONPROCESSREQUEST']._serialized_start=2551
+  _globals['_TASKMIGRATIONPROCESSREQUEST']._serialized_end=2731
+  _globals['_TASKMIGRATIONPROCESSRESPONSE']._serialized_start=2733
+  _globals['_TASKMIGRATIONPROCESSRESPONSE']._serialized_end=2844
+  _globals['_LISTNEGOTIATIONSREQUEST']._serialized_start=2846
+  _globals['_LISTNEGOTIATIONSREQUEST']._serialized_end=2886
+  _globals['_SANSTEP']._serialized_start=2888
+  _globals['_SANSTEP']._serialized_end=2973
+  _globals['_NEGOTIATION']._serialized_start=2976
+  _globals['_NEGOTIATION']._serialized_end=3164
+  _globals['_LISTNEGOTIATIONSRESPONSE']._serialized_start=3167
+  _globals['_LISTNEGOTIATIONSRESPONSE']._serialized_end=3373
+  _globals['_LISTNEGOTIATIONSRESPONSE_COUNTERSENTRY']._serialized_start=1872
+  _globals['_LISTNEGOTIATIONSRESPONSE_COUNTERSENTRY']._serialized_end=1919
+  _globals['_NEGOTIATETASKREQUEST']._serialized_start=3375
+  _globals['_NEGOTIATETASKREQUEST']._serialized_end=3411
+  _globals['_NEGOTIATETASKRESPONSE']._serialized_start=3413
+  _globals['_NEGOTIATETASKRESPONSE']._serialized_end=3482
+  _globals['_BROKERAGENT']._serialized_start=3753
+  _globals['_BROKERAGENT']._serialized_end=4187
+  _globals['_SAN']._serialized_start=4190
+  _globals['_SAN']._serialized_end=4576
 # @@protoc_insertion_point(module_scope)

@@ -153,20 +153,24 @@ class AllocateTaskResponse(_message.Message):
     def __init__(self, host: _Optional[str] = ..., score: _Optional[float] = ..., scanned: _Optional[int] = ..., refused: _Optional[int] = ..., broker: _Optional[str] = ...) -> None: ...
 
 class SyncCacheRequest(_message.Message):
-    __slots__ = ("broker", "entries")
+    __slots__ = ("broker", "entries", "digest")
     BROKER_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
     broker: str
     entries: _containers.RepeatedCompositeFieldContainer[NodeReport]
-    def __init__(self, broker: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ...) -> None: ...
+    digest: int
+    def __init__(self, broker: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., digest: _Optional[int] = ...) -> None: ...
 
 class SyncCacheResponse(_message.Message):
-    __slots__ = ("entries", "accepted")
+    __slots__ = ("entries", "accepted", "in_sync")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[NodeReport]
     accepted: int
-    def __init__(self, entries: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., accepted: _Optional[int] = ...) -> None: ...
+    in_sync: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[NodeReport, _Mapping]]] = ..., accepted: _Optional[int] = ..., in_sync: _Optional[bool] = ...) -> None: ...
 
 class ListCacheRequest(_message.Message):
     __slots__ = ()
