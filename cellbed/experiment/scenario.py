@@ -131,6 +131,10 @@ class Scenario:
         if p.frontend == "central" and (p.megha.gms, p.megha.lms) != (1, 1):
             raise InvalidArgument(f"policy.frontend='central' is Megha with 1 GM × 1 LM: set policy.megha.gms = 1 "
                                   f"and policy.megha.lms = 1 (got {p.megha.gms} × {p.megha.lms})")
+        if (c.kind == "model" and p.frontend in ("megha", "sampling") and w.source != "trace"
+                and p.megha.lms > c.nodes):      # a trace brings its own machines: checked at build
+            raise InvalidArgument(f"policy.megha.lms={p.megha.lms} is out of range: allowed 1..{c.nodes} "
+                                  f"(each LM needs one of the cell.nodes = {c.nodes} nodes at least)")
         if w.source == "generator":
             self.generator_config()  # validates [workload.generator] against the rest
         if w.source == "jobs":
