@@ -63,9 +63,12 @@ class Progress:
     WIDTH = 24
 
     def __init__(self, stream: TextIO | None, duration_s: float, label: str = "", *,
-                 min_interval_s: float = 0.5, log_interval_s: float = 30.0) -> None:
+                 min_interval_s: float = 0.5, log_interval_s: float = 30.0, past_end: str = "") -> None:
+        """*past_end*: the run may go on after *duration_s* (a jobs run places its last tasks after
+        the last arrival): said in place of the ETA once there."""
         self.stream = stream
         self.duration_s = duration_s
+        self.past_end = past_end
         self.label = label
         self.term = TermLine(stream)
         self.tty = self.term.tty
@@ -89,6 +92,7 @@ class Progress:
                  f" {t_s / div:.1f}/{self.duration_s / div:.1f} {span} sim",
                  f" | {tasks:,} tasks | overloaded {overloaded_share * 100:.2f}%",
                  f" | {rate:.1f} sim-min/wall-min" if math.isfinite(rate) else "",
+                 f" | {self.past_end}" if self.past_end and t_s > self.duration_s else
                  f" | ETA {hms(eta)}" if math.isfinite(eta) else "",
                  f" | {extra}" if extra else ""]
         return "".join(parts)

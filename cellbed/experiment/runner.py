@@ -251,14 +251,15 @@ class ModelDriver:
         if self.profile is not None:
             self.profile.close(sc.run.duration_s)
         wall = time.perf_counter() - wall0
-        progress.update(sc.run.duration_s, last["tasks"], last["over"], force=True)
+        end = sc.run.duration_s if self.masb else min(sc.run.duration_s, s.extra["virtual_s"])   # jobs: may end early
+        progress.update(end, last["tasks"], last["over"], force=True)
         progress.close()
         pending = 0
         if self.masb:
             for row in cell.frontend.unplaced():
                 w.allocation(row)
                 pending += 1
-        sim = sc.run.duration_s if self.masb else min(sc.run.duration_s, s.extra["virtual_s"])   # jobs: may end early
+        sim = end
         out = {"ok": not s.lost and not s.duplicated, "driver": self.kind, "simulated_s": sim,
                "wall_s": round(wall, 3), "cpu_s": round(time.process_time() - cpu0, 3),
                "sim_min_per_wall_min": round(sim / wall, 3) if wall > 0 else None,
@@ -364,7 +365,11 @@ def run_scenario(sc: Scenario, out: str | Path, *, progress: TextIO | None = sys
     manifest = build_manifest(sc, git_revision=git_revision(repo or REPO), versions=runtime_versions(),
                               stages=drv.stages(), extra=drv.extra(),
                               migration_calibration=cal.record() if cal is not None else None)
-    bar = Progress(progress, sc.run.duration_s, sc.run.name)
+    if sc.workload.source == "jobs":      # ends once every task has started: soon after the last arrival
+        bar = Progress(progress, min(sc.run.duration_s, sc.workload.jobs.arrivals_s), sc.run.name,
+                       past_end="arrivals over: placing the last tasks")
+    else:
+        bar = Progress(progress, sc.run.duration_s, sc.run.name)
     w = ResultsWriter(out, manifest, overwrite=overwrite)
     prev = _sigterm_unwinds(w, isinstance(drv, ModelDriver))
     try:

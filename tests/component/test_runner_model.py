@@ -151,6 +151,18 @@ def test_progress_bar_shows_time_tasks_and_overloaded_share():
     assert "[######..................]  25%" in line
 
 
+def test_a_bar_past_its_end_says_why_instead_of_an_eta():
+    import io
+    s = io.StringIO()
+    p = Progress(s, 300.0, "jobs", log_interval_s=0.0, past_end="arrivals over: placing the last tasks")
+    p.update(150.0, 10, 0.0)
+    p.update(330.0, 12, 0.0)
+    first, second = s.getvalue().strip().splitlines()
+    assert "ETA" in first and "placing" not in first
+    assert "100%" in second and "5.5/5.0 min sim" in second and "arrivals over: placing the last tasks" in second
+    assert "ETA" not in second
+
+
 def test_profile_window_profiles_only_that_window_and_ticks_carry_wall_time(tmp_path):
     out = tmp_path / "prof"
     cellctl(["run", str(SMOKE), "--out", str(out), "--quiet", "--no-report", "--set", "cell.nodes=40",
