@@ -196,8 +196,8 @@ class SanSection:
 class MeghaSection:
     """``[policy.megha]``: Global and Local Masters (DESIGN §9; seed 001)."""
 
-    gms: int = knob(10, "Global Masters (Megha's scaling runs: 10)", lo=1, hi=10_000)
-    lms: int = knob(10, "Local Masters; each LM's cluster is cut into one partition per GM", lo=1, hi=10_000)
+    gms: int = knob(10, "Global Masters (Megha's scaling runs: 10)", lo=1, hi=1000)
+    lms: int = knob(10, "Local Masters; each LM's cluster is cut into one partition per GM", lo=1, hi=1000)
     update_period_s: float = knob(10.0, "LM → GM state update period, s (Megha: 10)", lo=0.0, lo_open=True,
                                   unit="s")
     shares: tuple[float, ...] = knob((), "fair share of each user queue, fractions summing to 1 (Megha's "

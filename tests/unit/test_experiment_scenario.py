@@ -149,6 +149,8 @@ BAD = [
     ('[cell]\nnodes = 5\n[policy]\nfrontend = "megha"\n[policy.megha]\nlms = 10',
      ["policy.megha.lms=10", "allowed 1..5", "cell.nodes = 5"]),
     ('[cell]\nnodes = 3\n[policy]\nfrontend = "sampling"\n[policy.megha]\nlms = 4', ["policy.megha.lms=4", "1..3"]),
+    ('[cell]\nnodes = 20000\n[policy]\nfrontend = "megha"\n[policy.megha]\ngms = 5000', ["policy.megha.gms=5000", "1000"]),
+    ('[cell]\nnodes = 20000\n[policy]\nfrontend = "megha"\n[policy.megha]\nlms = 5000', ["policy.megha.lms=5000", "1000"]),
     ('[policy.megha]\nshares = [0.5, 0.4]', ["policy.megha.shares", "sum to 1"]),
     ('[policy.megha]\nshares = [0.5, 0.0, 0.5]', ["policy.megha.shares[1]=0.0", "(0.0, 1.0]"]),
     ('[policy.megha]\nshares = [0.5, 0.5]\nqueue_gm = [0]', ["policy.megha.queue_gm", "one per queue"]),

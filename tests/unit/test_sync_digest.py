@@ -55,7 +55,7 @@ def test_the_digest_does_not_depend_on_arrival_order_but_on_every_host_and_time(
         b.update(r)
     assert a.digest == b.digest != 0
     c = NodeCache()
-    for r in reports[:-1] + [report(HOSTS[-1], 1000.0 + len(HOSTS) - 1 + 1e-6)]:   # one time, one ulp-ish later
+    for r in reports[:-1] + [report(HOSTS[-1], 1000.0 + len(HOSTS) - 1 + 1e-6)]:   # one host's time 1 µs later
         c.update(r)
     assert c.digest != a.digest
     assert a.in_sync(a.digest, len(a)) and not a.in_sync(a.digest, len(a) - 1) and not a.in_sync(0, 0)
@@ -128,7 +128,7 @@ def test_an_in_sync_reply_is_what_the_full_comparison_gives(kind):
     assert (a1, b1) == (a0, b0)
     assert counters.get("sync_served_in_sync", 0) == int(fast.in_sync)
     if not fast.in_sync:                         # the divergence was real: the full path moved something
-        assert full.entries or full.accepted or kind == "responder expired one"
+        assert full.entries or full.accepted
 
 
 def test_sync_with_counts_in_sync_replies_on_both_sides():
