@@ -250,14 +250,16 @@ class BrokerAgent:
         on_head = None if prod_req is None else (lambda idx: rus_ok(cache.prod[idx], cache.cap[idx], prod_req, mu))
         pool, examined = cache.first_matching(fresh[first], cons, limit, on_head)   # the same mask, elementwise
         if len(pool) < limit:
-            rest = np.delete(fresh, first)
             mask = rus_mask()
-            if mask is not None and not mask[rest].any():
-                # no node of the rest takes this production task under the RUS rule: in any order,
-                # the scan would examine all of it and add none, so skip drawing that order (most
-                # no-room allocations at 100,000 nodes; the pool and the count are the same)
-                self.counters["initial_scans_skipped"] += 1
-                return fresh, pool, examined + len(rest)
+            if mask is not None:
+                on_fresh = mask[fresh]
+                if np.count_nonzero(on_fresh) == np.count_nonzero(on_fresh[first]):
+                    # no node of the rest takes this production task under the RUS rule: in any
+                    # order, the scan would examine all of it and add none, so skip drawing that
+                    # order (most no-room allocations; the pool and the count are the same)
+                    self.counters["initial_scans_skipped"] += 1
+                    return fresh, pool, examined + len(fresh) - len(first)
+            rest = np.delete(fresh, first)
             more, seen = cache.first_matching(self.rng.permutation(rest), cons, limit - len(pool), lookup(mask))
             pool, examined = np.concatenate([pool, more]), examined + seen
         return fresh, pool, examined

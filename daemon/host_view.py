@@ -74,6 +74,25 @@ class HostView:
             mem += r.mem_used
         return cpu, mem
 
+    def totals(self) -> tuple[float, float, float, float, float, int]:
+        """One pass for a sample or a tick: (CPU cores, memory MiB) used by the VMs here, then
+        :meth:`used` and :meth:`allocated`; each sum in the order those methods add it, so
+        the figures are theirs to the last bit."""
+        cu = mu = cr = mr = 0
+        for e in self.vms.values():
+            cu += e.cpu_used_cores
+            mu += e.rss_mib
+            s = e.spec
+            cr += s.requested_cpu
+            mr += s.mem_mib
+        vm_cu, vm_mu = cu, mu
+        for r in self.incoming.values():
+            cu += r.cpu_used
+            mu += r.mem_used
+            mr += r.spec.mem_mib
+            cr += r.spec.requested_cpu
+        return vm_cu, vm_mu, cu, mu, cr, mr
+
     def prod_requested(self) -> tuple[float, float]:
         """(CPU cores, memory MiB) requested by production VMs, here and incoming."""
         cpu = mem = 0.0

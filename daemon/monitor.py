@@ -85,12 +85,13 @@ class MonitorMixin:
         self.sample_host(now)
 
     def sample_host(self, now: float) -> None:
-        cpu, mem = self.allocated()
+        vm_cpu, vm_mem, cpu_u, mem_u, cpu, mem = self.view().totals()     # one pass over the VMs
         s = self.host_sample
         s.host, s.address = self.cfg.host, self.cfg.address
-        s.capacity.CopyFrom(npb.HostCapacity(cpu_cores=self.cfg.cpu_cores, mem_mib=self.cfg.mem_mib,
-                                            cpu_norm=self.cfg.cpu_norm, mem_norm=self.cfg.mem_norm))
-        s.cpu_used_cores = sum(e.cpu_used_cores for e in self.vms.values())
+        c = s.capacity                       # every field of HostCapacity, set in place
+        c.cpu_cores, c.mem_mib, c.cpu_norm, c.mem_norm = (self.cfg.cpu_cores, self.cfg.mem_mib,
+                                                          self.cfg.cpu_norm, self.cfg.mem_norm)
+        s.cpu_used_cores = vm_cpu
         s.mem_alloc_mib, s.cpu_req_cores = mem, cpu
         s.vm_count = len(self.vms)
         s.migrations_out, s.migrations_in = len(self.migrating), len(self.incoming)
@@ -102,10 +103,9 @@ class MonitorMixin:
                 self._cg_last = (now, ns)
             mb = self.cgroup.mem_usage_bytes()
             s.cgroup_mem_mib = (mb or 0) / 2**20
-        s.mem_used_mib = sum(e.rss_mib for e in self.vms.values())
+        s.mem_used_mib = vm_mem
         if not s.attributes and self.cfg.attributes:
             s.attributes.extend(wire.attributes_pb(self.cfg.attributes))
-        cpu_u, mem_u = self.used()
         if self.vms or self.incoming:
             s.asr_class = int(node_class((cpu_u, mem_u), (self.cfg.cpu_cores, self.cfg.mem_mib))) + 1  # wire codes start at 1
         else:

@@ -117,7 +117,7 @@ class ModelCell:
                 continue
             v = h.agent.view()
             cpu, mem = v.capacity
-            (uc, um), (rc, rm) = v.used(), v.allocated()
+            _, _, uc, um, rc, rm = v.totals()
             out.append(HostState(cpu, mem, uc, um, rc, rm, v.vm_count))
         return out
 
