@@ -161,8 +161,9 @@ class MonitorMixin:
             return False
         if self.incoming or self.migrating or self.discarding or self.departed:
             return False
-        if any(e.reason == "starting" for e in self.vms.values()):
-            return False
+        for e in self.vms.values():          # a plain loop: this runs for every host every period
+            if e.reason == "starting":
+                return False
         return all(may_skip is not None and may_skip() for _, may_skip, _ in self._sample_listeners)
 
     def _expire_reservations(self) -> None:

@@ -57,8 +57,8 @@ class HostMixin:
                                   self.view.attributes, mean, var, samples)
 
     def report(self) -> masbpb.NodeReport:
-        cap, used = self.capacity(), self.view.used()
-        cpu_req, mem_req = self.view.allocated()
+        _, _, cpu_u, mem_u, cpu_req, mem_req = self.view.totals()     # one pass over the VMs
+        cap, used = self.capacity(), (cpu_u, mem_u)
         pr = self.prod_requested()
         if self.view.vms or self.view.incoming:
             asr = int(node_class(used, cap)) + 1
