@@ -163,30 +163,12 @@ class InProcNetwork:
             return
         loop = asyncio.get_running_loop()
         d = self._delay()
-        self.stats.delivered += len(targets)
-        # one delivery to all the subscribers, in their order, after the one delay drawn (a model
-        # cell publishes a report to every broker: one timer instead of one per subscriber)
-        if len(targets) == 1:
+        for fn in targets:
+            self.stats.delivered += 1
             if d:
-                loop.call_later(d, targets[0], topic, msg)
+                loop.call_later(d, fn, topic, msg)
             else:
-                loop.call_soon(targets[0], topic, msg)
-        elif d:
-            loop.call_later(d, _fan_out, targets, topic, msg)
-        else:
-            loop.call_soon(_fan_out, targets, topic, msg)
-
-
-def _fan_out(targets: list[Subscriber], topic: str, msg: Any) -> None:
-    """One published message to each of *targets* in turn. A subscriber that raises does not
-    keep the message from the others (as separate deliveries would not): its error goes to the
-    loop's exception handler, as a failed callback's does."""
-    for fn in targets:
-        try:
-            fn(topic, msg)
-        except Exception as e:            # noqa: BLE001 (reported, as asyncio reports a callback's)
-            asyncio.get_running_loop().call_exception_handler(
-                {"message": f"subscriber {fn!r} of {topic} failed", "exception": e})
+                loop.call_soon(fn, topic, msg)
 
 
 class InProcTransport:
