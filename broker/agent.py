@@ -141,7 +141,7 @@ class BrokerAgent:
             forced_pool, more = self.cache.first_matching(
                 self.rng.permutation(self.cache.fresh(now)), cons, self.params.realloc_scan_limit,
                 lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, 1.0)
-                & (np.asarray([self.cache.hosts[i] != req.src_host for i in idx], dtype=bool)))
+                & (idx != (-1 if src is None else src)))      # not the source (one index per host)
             res = candidates(forced_pool, np.ones(len(forced_pool), dtype=bool), self.cache.cap, self.cache.used,
                              used, self.rng, self.params, forced_only=True)
             examined += more
