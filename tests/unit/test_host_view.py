@@ -24,3 +24,29 @@ def test_the_view_sums_in_cpu_mem_order_follows_changes_and_refuses_writes():
         v.vms["x"] = vms["a"]
     with pytest.raises(TypeError):
         v.attributes["rack"] = "b"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_totals_are_the_vms_use_then_used_and_allocated_to_the_last_bit(seed):
+    """totals() is one pass for a sample or a tick: (the VMs' own use, used(), allocated()),
+    each summed in the same order, so float sums equal the separate methods' exactly (random
+    fractions over several seeds make another order show in the last bits)."""
+    import random
+    rnd = random.Random(seed)
+    cfg = NodeConfig(host="h1", cpu_cores=64.0, mem_mib=262144)
+    vms, incoming = {}, {}
+    v = HostView(cfg, vms, incoming)
+    assert v.totals() == (0, 0, 0, 0, 0, 0)
+    for i in range(40):
+        vms[f"v{i}"] = VmEntry(spec=VmSpec(name=f"v{i}", mem_mib=rnd.randrange(64, 4096), vcpus=rnd.randrange(1, 5),
+                                           cpu_load=rnd.random(), req_cpu_cores=rnd.random() * 0.3 + 0.01),
+                               cpu_used_cores=rnd.random() * 0.1, rss_mib=rnd.random() * 1e3)
+    for i in range(3):
+        incoming[f"m{i}"] = Reservation(VmSpec(name=f"i{i}", mem_mib=512 + i, vcpus=1, cpu_load=0.3,
+                                               req_cpu_cores=rnd.random()), "h2", 99.0,
+                                        cpu_used=rnd.random(), mem_used=rnd.random() * 100)
+    vm_cpu, vm_mem, cu, mu, cr, mr = v.totals()
+    assert (vm_cpu, vm_mem) == (sum(e.cpu_used_cores for e in vms.values()), sum(e.rss_mib for e in vms.values()))
+    assert (cu, mu) == v.used() and (cr, mr) == v.allocated()
+    assert (cu, mu) != (vm_cpu, vm_mem)           # the incoming VMs count in used(), not in the VMs' own use
+    assert isinstance(mr, int)                    # MiB requested stay an integer, as allocated() gives them
