@@ -50,34 +50,10 @@ class HostView:
     def incoming_names(self) -> set[str]:
         return {r.spec.name for r in self.incoming.values()}
 
-    def allocated(self) -> tuple[float, int]:
-        """(CPU cores, memory MiB) requested by the VMs here and those on their way in."""
-        cpu = mem = 0                      # one pass, summed in sum()'s order (a hot path at scale)
-        for e in self.vms.values():
-            s = e.spec
-            cpu += s.requested_cpu
-            mem += s.mem_mib
-        for r in self.incoming.values():
-            mem += r.spec.mem_mib
-            cpu += r.spec.requested_cpu
-        return cpu, mem
-
-    def used(self) -> tuple[float, float]:
-        """(CPU cores, memory MiB) used: measured use of the VMs here (incl. those leaving) plus
-        the use of every VM on its way in (DESIGN §7: counted on both ends)."""
-        cpu = mem = 0
-        for e in self.vms.values():
-            cpu += e.cpu_used_cores
-            mem += e.rss_mib
-        for r in self.incoming.values():
-            cpu += r.cpu_used
-            mem += r.mem_used
-        return cpu, mem
-
     def totals(self) -> tuple[float, float, float, float, float, int]:
-        """One pass for a sample or a tick: (CPU cores, memory MiB) used by the VMs here, then
-        :meth:`used` and :meth:`allocated`; each sum in the order those methods add it, so
-        the figures are theirs to the last bit."""
+        """One pass over the VMs (a hot path at scale: a tick and a sample read every host):
+        (CPU cores, memory MiB) used by the VMs here, then :meth:`used` and :meth:`allocated`.
+        Each sum runs over the VMs here first, then those on their way in."""
         cu = mu = cr = mr = 0
         for e in self.vms.values():
             cu += e.cpu_used_cores
@@ -92,6 +68,17 @@ class HostView:
             mr += r.spec.mem_mib
             cr += r.spec.requested_cpu
         return vm_cu, vm_mu, cu, mu, cr, mr
+
+    def allocated(self) -> tuple[float, int]:
+        """(CPU cores, memory MiB) requested by the VMs here and those on their way in."""
+        t = self.totals()
+        return t[4], t[5]
+
+    def used(self) -> tuple[float, float]:
+        """(CPU cores, memory MiB) used: measured use of the VMs here (incl. those leaving) plus
+        the use of every VM on its way in (DESIGN §7: counted on both ends)."""
+        t = self.totals()
+        return t[2], t[3]
 
     def prod_requested(self) -> tuple[float, float]:
         """(CPU cores, memory MiB) requested by production VMs, here and incoming."""

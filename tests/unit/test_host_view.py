@@ -27,10 +27,10 @@ def test_the_view_sums_in_cpu_mem_order_follows_changes_and_refuses_writes():
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_totals_are_the_vms_use_then_used_and_allocated_to_the_last_bit(seed):
-    """totals() is one pass for a sample or a tick: (the VMs' own use, used(), allocated()),
-    each summed in the same order, so float sums equal the separate methods' exactly (random
-    fractions over several seeds make another order show in the last bits)."""
+def test_totals_sum_the_vms_here_then_those_arriving_to_the_last_bit(seed):
+    """totals() (and used()/allocated(), read from it) add the VMs here in their order, then the
+    incoming reservations: the order every earlier sample and tick used, so trajectories stay
+    byte-identical (random fractions over six seeds make another order show in the last bits)."""
     import random
     rnd = random.Random(seed)
     cfg = NodeConfig(host="h1", cpu_cores=64.0, mem_mib=262144)
@@ -45,8 +45,19 @@ def test_totals_are_the_vms_use_then_used_and_allocated_to_the_last_bit(seed):
         incoming[f"m{i}"] = Reservation(VmSpec(name=f"i{i}", mem_mib=512 + i, vcpus=1, cpu_load=0.3,
                                                req_cpu_cores=rnd.random()), "h2", 99.0,
                                         cpu_used=rnd.random(), mem_used=rnd.random() * 100)
-    vm_cpu, vm_mem, cu, mu, cr, mr = v.totals()
-    assert (vm_cpu, vm_mem) == (sum(e.cpu_used_cores for e in vms.values()), sum(e.rss_mib for e in vms.values()))
-    assert (cu, mu) == v.used() and (cr, mr) == v.allocated()
-    assert (cu, mu) != (vm_cpu, vm_mem)           # the incoming VMs count in used(), not in the VMs' own use
-    assert isinstance(mr, int)                    # MiB requested stay an integer, as allocated() gives them
+
+    def in_order(values):
+        total = 0
+        for x in values:
+            total += x
+        return total
+    here, arriving = list(vms.values()), list(incoming.values())
+    want = (in_order(e.cpu_used_cores for e in here), in_order(e.rss_mib for e in here),
+            in_order([e.cpu_used_cores for e in here] + [r.cpu_used for r in arriving]),
+            in_order([e.rss_mib for e in here] + [r.mem_used for r in arriving]),
+            in_order([e.spec.requested_cpu for e in here] + [r.spec.requested_cpu for r in arriving]),
+            in_order([e.spec.mem_mib for e in here] + [r.spec.mem_mib for r in arriving]))
+    assert v.totals() == want
+    assert v.used() == want[2:4] and v.allocated() == want[4:6]
+    assert want[2:4] != want[0:2]                 # the incoming VMs count in used(), not in the VMs' own use
+    assert isinstance(v.allocated()[1], int)      # MiB requested stay an integer
