@@ -288,13 +288,17 @@ class MigrationMixin:
             v = await self._verify(name, hb_before, boot_id)
         except errors.CellbedError as e:      # e.g. libvirtd restarting: the lease stays, the source asks again
             raise errors.Unavailable(f"verifying {name} on {self.cfg.host}: {e}; ask again") from e
-        self.incoming.pop(mid, None)
         try:  # adopt the VM if, and only if, its domain really is here (even when it failed checks)
             state, reason = await self.hv.domain_state(name)
+        except errors.NotFound:
+            state = None
+        except errors.CellbedError as e:      # the lease stays until this host can tell
+            raise errors.Unavailable(f"adopting {name} on {self.cfg.host}: {e}; ask again") from e
+        # lease to VM with no await between: the VM is never in neither (nor in both)
+        self.incoming.pop(mid, None)
+        if state is not None:
             self.vms[name] = VmEntry(spec=r.spec, state=state, reason=reason, cpu_used_cores=r.cpu_used,
                                      rss_mib=r.mem_used, known_since=self.clock.monotonic())
-        except errors.NotFound:
-            pass
         self.journal.finish(mid, how, dataclasses.asdict(v))
         self._finishing.pop(mid, None)
         log.log(logging.INFO if v.verified else logging.ERROR, "incoming %s (%s from %s): %s",

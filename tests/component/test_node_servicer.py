@@ -96,14 +96,14 @@ async def make_node(tmp_path):
     """Factory: start one node daemon in-process; everything it made is stopped in teardown."""
     made = []
 
-    async def make(domains=()) -> Node:
+    async def make(domains=(), **settings) -> Node:
         d = tmp_path / f"node{len(made)}"
         (d / "channels").mkdir(parents=True)
         hv = FakeHypervisor(d / "channels", domains)
         peers = d / "peers.json"
         cfg = NodeConfig(host="h1", address="127.0.0.1", grpc_port=0, cpu_cores=CAP_CPU, mem_mib=CAP_MEM,
                          cpu_norm=0.5, mem_norm=1.0, state_dir=str(d / "state"), peers_file=str(peers),
-                         boot_timeout_s=1.0).validate()
+                         boot_timeout_s=1.0, **settings).validate()
         clock = RealClock()
         transport = GrpcTransport(lambda name: PeerDirectory(str(peers)).get(name).target, clock, name="h1")
         agent, servicer = assembly.build_node(assembly.real_env(clock, lambda name: transport), cfg, backend=hv)
@@ -450,6 +450,31 @@ async def test_finish_incoming_without_domain_does_not_adopt_a_phantom(node):
     assert not fin.verified and "not on h1" in fin.detail
     assert [v.spec.name for v in (await node.client.call("ListVms", npb.ListVmsRequest())).vms] == []
     assert (await host_state(node)).mem_alloc_mib == 0
+
+
+async def test_an_arriving_vm_is_held_by_its_lease_or_listed_at_every_step_of_its_adoption(make_node):
+    """FinishIncoming turns the lease into a VM. Between the two, while the destination asks
+    libvirt for the domain's state, the VM must still be held somewhere: the source has let it
+    go, so a VM in neither would be counted by no host and listed by none (seen once in CI as a
+    VM missing from every ListVms just after a SAN migration)."""
+    node = await make_node(verify_timeout_s=1.0)    # no guest answers on the fake's channel
+    await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
+        spec=spec(256, 1, 0.5), src_host="h2", migration_id="m1"))
+    node.hv.domains["in"] = DomainSample("in", DomState.RUNNING, "migrated", VmSpec(name="in", mem_mib=256))
+    held = []
+    plain_state = node.hv.domain_state
+
+    async def state_while_watched(name):
+        held.append((name in node.agent.vms, any(r.spec.name == name for r in node.agent.incoming.values())))
+        return await plain_state(name)
+    node.hv.domain_state = state_while_watched
+    fin = await node.client.call("FinishIncoming", npb.FinishIncomingRequest(
+        migration_id="m1", name="in", migrated=True))
+    assert not fin.verified and "did not answer" in fin.detail    # the domain is adopted anyway
+    assert len(held) >= 2 and all(in_vms or leased for in_vms, leased in held), held
+    assert [v.spec.name for v in (await node.client.call("ListVms", npb.ListVmsRequest())).vms] == ["in"]
+    st = await host_state(node)
+    assert (st.vm_count, st.migrations_in, st.mem_alloc_mib) == (1, 0, 256)
 
 
 MIGRATE_INVALID = [

@@ -143,14 +143,32 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     times = [s.unix_s for s in done[0].steps]
     assert times == sorted(times)
 
-    # no host stays overloaded; no VM lost or duplicated; both guests kept running
+    # no host stays overloaded, and nothing is in flight: a VM that is being verified on its
+    # destination is listed by neither host (the source let it go, the destination adopts it
+    # once its heartbeat advanced), so where each VM is can be read only once the cell is quiet
     async def settled():
         states = [(await call(cell, h, "GetHostState", npb.GetHostStateRequest())).state for h in cell["hosts"]]
         over = [s.host for s in states if s.cpu_used_cores > MAX_UTIL * HOST_CPU]
-        return states if not over else None
-    await wait_until(settled, 120, "no host above max_util")
+        moving = [s.host for s in states if s.migrations_in or s.migrations_out]
+        negotiating = []
+        for h in cell["hosts"]:
+            negs = (await san_request(cell, h, "San/ListNegotiations", masbpb.ListNegotiationsRequest())).negotiations
+            negotiating += [(h, n.vm) for n in negs if not n.ended_unix_s]
+        return states if not (over or moving or negotiating) else None
+    await wait_until(settled, 180, "no host above max_util and no SAN or migration under way")
+    # no VM lost or duplicated, and each one is where its migration records say it went
     loc = await where(cell)
-    assert sorted(loc) == ["ov1", "ov2"] and all(len(v) == 1 for v in loc.values()), loc
+    recs = []
+    for h in cell["hosts"]:
+        recs += [r for r in (await call(cell, h, "ListMigrations", npb.ListMigrationsRequest())).records
+                 if r.src == h and r.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED]
+    recs.sort(key=lambda r: r.start_unix_s)
+    said = {"ov1": "h1", "ov2": "h1"}
+    for r in recs:
+        assert said[r.vm] == r.src, (r.vm, r.src, r.dst, said)
+        said[r.vm] = r.dst
+    assert sorted(loc) == ["ov1", "ov2"] and all(len(v) == 1 for v in loc.values()), (loc, said)
+    assert {n: v[0][0] for n, v in loc.items()} == said
     for name, [(h, v)] in loc.items():
         assert v.state == npb.VM_STATE_RUNNING
 
