@@ -1,10 +1,9 @@
 """What the real-cell driver reads back every tick: host states (the tick row, through the one
 tick-row function), migration records and SAN refusals (migrations.csv), and, at the end, where
-every VM is (lost, duplicated, stray) and the run summary."""
+every VM is (lost, duplicated, stray, in flight: census.py) and the run summary."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import math
@@ -12,6 +11,7 @@ import time
 from typing import Any
 
 from cellbed.domain import errors
+from cellbed.experiment.census import Census, Reading, census, settled
 from cellbed.experiment.progress import peak_rss_mib
 from cellbed.metrics.rows import MigrationRow
 from cellbed.metrics.san_timing import san_row
@@ -19,6 +19,7 @@ from cellbed.metrics.ticks import HostState
 from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
 
 log = logging.getLogger(__name__)
+CHECK_BUDGET_S = 120.0      # the end check waits this long at most for migrations under way to end
 
 
 class PollMixin:
@@ -123,19 +124,32 @@ class PollMixin:
             downtime_ms=rec.downtime_ms if ok else math.nan, bytes=int(sent)))
 
     # -- end ------------------------------------------------------------------------------------------
-    async def _check(self) -> tuple[list[str], list[str], list[str]]:
-        holders: collections.Counter = collections.Counter()
-        for h in self.hosts:
-            for v in (await self.node(h, "ListVms", npb.ListVmsRequest())).vms:
-                holders[v.spec.name] += 1
-        live = {n for n, v in self.vms.items() if v.state in ("running", "stopping")}
-        lost = sorted(n for n in live if holders[n] == 0)
-        dup = sorted(n for n, k in holders.items() if k > 1)
-        stray = sorted(n for n in holders if n not in live)
-        return lost, dup, stray
+    async def _reading(self) -> Reading:
+        listed, leased, quiet = {}, {}, True
+        for h in self.hosts:        # the leases before the listing: an adoption between is seen once
+            st = (await self.node(h, "GetHostState", npb.GetHostStateRequest())).state
+            vms = (await self.node(h, "ListVms", npb.ListVmsRequest())).vms
+            listed[h] = tuple(v.spec.name for v in vms)
+            leased[h] = tuple(x.vm for x in st.leases)
+            quiet = quiet and not (st.migrations_in or st.migrations_out)
+        return Reading(listed, leased, quiet)
 
-    def _summary(self, wall: float, lost: list[str], dup: list[str], stray: list[str]) -> dict[str, Any]:
+    async def _check(self) -> Census:
+        """Where every VM is (census.py): read until two quiet readings agree or one is clean,
+        for at most CHECK_BUDGET_S (then the last reading, with any VM in flight named)."""
+        live = {n for n, v in self.vms.items() if v.state in ("running", "stopping")}
+        deadline, prev = time.monotonic() + CHECK_BUDGET_S, None
+        while True:
+            r = await self._reading()
+            now = census(r, live)
+            if settled(prev, now, r.quiet) or time.monotonic() > deadline:
+                return now
+            prev = now if r.quiet else None
+            await asyncio.sleep(0.5)   # polling interval while a migration ends
+
+    def _summary(self, wall: float, where: Census) -> dict[str, Any]:
         c = self.counters
+        lost, dup, stray = where.lost, where.duplicated, where.stray
         pend = sum(1 for v in self.vms.values() if v.state == "pending")
         st = list(self.host_state.values())
         return {
@@ -149,7 +163,8 @@ class PollMixin:
                       "pending": pend, "not_vm_short": c["not_vm_short"], "not_vm_fraction": c["not_vm_fraction"],
                       "not_vm_box_full": c["not_vm_box_full"], "lost": len(lost), "duplicated": len(dup),
                       "stray": len(stray), "lost_sample": lost[:20], "duplicated_sample": dup[:20],
-                      "stray_sample": stray[:20]},
+                      "stray_sample": stray[:20],
+                      "in_flight": len(where.in_flight), "in_flight_sample": where.in_flight[:20]},
             "migrations": len(self.seen_migrations), "refusals": len(self.seen_refusals),
             "runner": dict(sorted(c.items())),
         }

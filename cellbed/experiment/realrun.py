@@ -151,8 +151,7 @@ class RealRun(PollMixin):
             for t in list(self.bg):
                 t.cancel()
             await asyncio.gather(*self.bg, return_exceptions=True)
-            lost, dup, stray = await self._check()
-            return self._summary(time.perf_counter() - wall0, lost, dup, stray)
+            return self._summary(time.perf_counter() - wall0, await self._check())
         finally:
             for c in self.clients.values():
                 await c.close()
