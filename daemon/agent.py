@@ -85,6 +85,7 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
         self.unresolved: dict[str, str] = {}               # open migration id -> why it is not finished
         self._settling: set[str] = set()                   # outgoing ids being finished right now
         self._finishing: dict[str, asyncio.Future] = {}    # incoming ids being verified right now
+        self.handing_over: dict[str, tuple[str, str]] = {}  # VM -> (migration id, destination): left, not yet verified there
 
     # --- lifecycle ------------------------------------------------------------------
     async def start(self, first_sample_delay_s: float | None = None) -> None:
@@ -285,6 +286,15 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
     def _get(self, name: str) -> VmEntry:
         e = self.vms.get(name)
         if e is None:
+            arriving, leaving = self.arriving().get(name), self.handing_over.get(name)
+            if arriving is not None:
+                raise errors.FailedPrecondition(
+                    f"VM {name!r} is arriving on host {self.cfg.host} (migration {arriving[0]} is being verified); "
+                    "ask again once it is listed as running")
+            if leaving is not None:
+                raise errors.FailedPrecondition(
+                    f"VM {name!r} has left host {self.cfg.host} for {leaving[1]} (migration {leaving[0]} is being "
+                    f"verified there); ask {leaving[1]} once it is listed there")
             raise errors.NotFound(f"VM {name!r} is not on host {self.cfg.host}")
         return e
 

@@ -132,15 +132,16 @@ class MigrationMixin:
         """The guest left: the destination verifies it (FinishIncoming, idempotent), then the
         record is final. Raises MigrationUnresolved while the destination daemon does not answer."""
         name, dest = rec.vm, rec.dst
+        self.handing_over[name] = (mid, dest)     # until the destination has it: "ask again", not "not here"
         self.vms.pop(name, None)
         self.departed[name] = self.clock.monotonic()
-        await self._drop_channel(name)
-        if stale_here:        # a leftover definition or paused copy: a source never keeps one
-            try:
-                await self.hv.stop(name)
-            except errors.NotFound:
-                pass
         try:
+            await self._drop_channel(name)
+            if stale_here:        # a leftover definition or paused copy: a source never keeps one
+                try:
+                    await self.hv.stop(name)
+                except errors.NotFound:
+                    pass
             fin = await self._finish_rpc(dest, mid, name, True, hb_before, boot_id,
                                          budget_s if self.journal.enabled else 0.0)
         except errors.NotFound as e:        # the destination knows nothing of it: keep asking, never guess
@@ -148,6 +149,8 @@ class MigrationMixin:
                 raise
             self.unresolved[mid] = f"{name} -> {dest}: transferred; {e}"
             raise errors.MigrationUnresolved(f"migration {mid}: {e}; the record is written once it is verified") from e
+        finally:
+            self.handing_over.pop(name, None)
         if fin is None and not self.journal.enabled:   # a model cell: no reconciliation to wait for
             fin = npb.FinishIncomingResponse(verified=False, detail="destination unreachable")
         if fin is None:
@@ -246,6 +249,12 @@ class MigrationMixin:
                 self.journal.reserve(Incoming(mid=mid, spec=spec_dict(spec), src=src, expires_unix_s=r.expires_unix_s,
                                               cpu_used=cpu_used, mem_used=mem_used))
             self.incoming[mid] = r
+
+    def arriving(self) -> dict[str, tuple[str, Reservation]]:
+        """VMs whose source has let them go and that this host is verifying (FinishIncoming
+        under way): name -> (migration id, reservation). Listed as migrating in, so that a VM is
+        listed by one host at every step of its hand-over, not by none until it is verified."""
+        return {r.spec.name: (mid, r) for mid, r in self.incoming.items() if mid in self._finishing}
 
     def release(self, mid: str, why: str = "released") -> None:
         """Admission: give back the reservation of migration *mid* (it did not happen)."""

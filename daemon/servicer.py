@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from cellbed.daemon.agent import NodeAgent
-from cellbed.daemon.inventory import VmEntry
+from cellbed.daemon.inventory import Reservation, VmEntry
 from cellbed.domain.wire import spec_from_pb, spec_pb
 from cellbed.domain.vm import DomState, MigrationOptions, TimeoutPolicy
 from cellbed.domain.errors import InvalidArgument
@@ -28,6 +28,13 @@ def vm_info(agent: NodeAgent, e: VmEntry) -> npb.VmInfo:
                      guest_cpu_actual=g.cpu_actual if g else 0.0,
                      guest_dirty_mib_s=g.dirty_actual_mib_s if g else 0.0,
                      created_unix_s=e.spec.created_unix_s, boot_to_workload_s=e.boot_to_workload_s)
+
+
+def arriving_info(agent: NodeAgent, mid: str, r: Reservation) -> npb.VmInfo:
+    """A VM being verified here after its source let it go: what its lease knows of it."""
+    return npb.VmInfo(spec=spec_pb(r.spec), state=npb.VM_STATE_MIGRATING_IN, state_reason=f"verifying migration {mid}",
+                      host=agent.cfg.host, cpu_used_cores=r.cpu_used, rss_mib=r.mem_used, dirty_rate_mib_s=-1,
+                      created_unix_s=r.spec.created_unix_s)
 
 
 def options_from_pb(o: npb.MigrationOptions, default_timeout_s: float) -> MigrationOptions:
@@ -58,7 +65,8 @@ class NodeAgentServicer(npbg.NodeAgentServicer):
 
     @handles_errors
     async def ListVms(self, request, context):
-        return npb.ListVmsResponse(vms=[vm_info(self.agent, e) for e in self.agent.vms.values()])
+        return npb.ListVmsResponse(vms=[vm_info(self.agent, e) for e in self.agent.vms.values()]
+                                   + [arriving_info(self.agent, mid, r) for mid, r in self.agent.arriving().values()])
 
     @handles_errors
     async def GetHostState(self, request, context):

@@ -151,6 +151,8 @@ async def _realcell_cycles(args, tgt: dict[str, str], admin) -> list[float]:
         """Both guests idle and back on h1 (SAN may have moved either)."""
         for h in tgt:
             for v in (await call(h, "ListVms", npb.ListVmsRequest())).vms:
+                if v.state == npb.VM_STATE_MIGRATING_IN:
+                    continue        # still being verified on h: not yet its to change or move
                 await call(h, "SetWorkload", npb.SetWorkloadRequest(name=v.spec.name,
                                                                     workload=npb.Workload(cpu_load=0.02)))
                 if h != "h1":

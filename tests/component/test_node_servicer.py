@@ -461,17 +461,23 @@ async def test_an_arriving_vm_is_held_by_its_lease_or_listed_at_every_step_of_it
     await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
         spec=spec(256, 1, 0.5), src_host="h2", migration_id="m1"))
     node.hv.domains["in"] = DomainSample("in", DomState.RUNNING, "migrated", VmSpec(name="in", mem_mib=256))
-    held = []
+    held, listed = [], []
     plain_state = node.hv.domain_state
 
     async def state_while_watched(name):
         held.append((name in node.agent.vms, any(r.spec.name == name for r in node.agent.incoming.values())))
+        if not listed:      # once, while it is being verified: listed as arriving, and not yet to be stopped
+            listed.extend((v.spec.name, v.state, v.state_reason, v.spec.mem_mib) for v in
+                          (await node.client.call("ListVms", npb.ListVmsRequest())).vms)
+            listed.append(await raises(node, errors.FailedPrecondition, "StopVm", npb.StopVmRequest(name="in")))
         return await plain_state(name)
     node.hv.domain_state = state_while_watched
     fin = await node.client.call("FinishIncoming", npb.FinishIncomingRequest(
         migration_id="m1", name="in", migrated=True))
     assert not fin.verified and "did not answer" in fin.detail    # the domain is adopted anyway
     assert len(held) >= 2 and all(in_vms or leased for in_vms, leased in held), held
+    assert listed[0] == ("in", npb.VM_STATE_MIGRATING_IN, "verifying migration m1", 256), listed
+    assert "'in' is arriving on host h1 (migration m1 is being verified)" in listed[1]
     assert [v.spec.name for v in (await node.client.call("ListVms", npb.ListVmsRequest())).vms] == ["in"]
     st = await host_state(node)
     assert (st.vm_count, st.migrations_in, st.mem_alloc_mib) == (1, 0, 256)

@@ -1,0 +1,67 @@
+"""A VM is listed by exactly one host at every step of a live migration's hand-over (real
+NodeAgent code on the model backend, in-process transport, virtual time): the source lists it
+as migrating out until the guest has left, the destination as migrating in while it verifies
+it, then as running. A call about it meanwhile is told where to ask again, never that the VM
+is nowhere: a runner that stops a VM and finds it on no host marks it stopped, and the VM then
+runs on, orphaned."""
+from cellbed import assembly
+from cellbed.domain import errors
+from cellbed.domain.vm import VmSpec
+from cellbed.domain.wire import spec_pb
+from cellbed.runtime import run_virtual
+from cellbed.v1 import node_pb2 as npb
+
+HOSTS = ("h1", "h2")
+
+
+def test_a_migrating_vm_is_listed_by_one_host_at_every_step_and_calls_meanwhile_say_where_to_ask():
+    async def main():
+        env = assembly.model_env(1, 0.001)
+        hosts = {n: await assembly.model_host(env, assembly.model_config(n, 4.0, 8192, monitor_period_s=10.0))
+                 for n in HOSTS}
+        cli = env.net.transport("cli")
+        spec = VmSpec(name="v", mem_mib=512, vcpus=1, cpu_load=0.2, wss_mib=128)
+        await cli.request("h1", "NodeAgent/StartVm", npb.StartVmRequest(spec=spec_pb(spec)))
+
+        async def listing():
+            return [(h, npb.VmState.Name(v.state)) for h in HOSTS
+                    for v in (await cli.request(h, "NodeAgent/ListVms", npb.ListVmsRequest())).vms if v.spec.name == "v"]
+
+        async def stop_refused(h):
+            try:
+                await cli.request(h, "NodeAgent/StopVm", npb.StopVmRequest(name="v"))
+            except errors.CellbedError as e:
+                return type(e).__name__, str(e)
+            return "stopped", h
+
+        dest = hosts["h2"].agent
+        plain = dest.hv.domain_state
+        steps = []
+
+        async def watched(name):        # every look the destination takes at the domain
+            verifying = bool(dest.arriving())
+            steps.append((verifying, await listing(),
+                          (await stop_refused("h1"), await stop_refused("h2")) if verifying else None))
+            return await plain(name)
+        dest.hv.domain_state = watched
+        rec = (await cli.request("h1", "NodeAgent/MigrateVm", npb.MigrateVmRequest(name="v", dest_host="h2"))).record
+        dest.hv.domain_state = plain
+        after = await listing()
+        gone = await stop_refused("h1")
+        for h in hosts.values():
+            await h.agent.stop()
+        return rec, steps, after, gone
+
+    rec, steps, after, gone = run_virtual(main())
+    assert rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED, rec
+    verifying = [s for s in steps if s[0]]
+    assert verifying, steps              # the destination looked at the domain while verifying it
+    for _, listed, refused in verifying:
+        assert listed == [("h2", "VM_STATE_MIGRATING_IN")], steps
+        (kind1, says1), (kind2, says2) = refused
+        assert kind1 == kind2 == "FailedPrecondition", refused
+        assert f"has left host h1 for h2 (migration {rec.id} is being verified there)" in says1
+        assert f"is arriving on host h2 (migration {rec.id} is being verified)" in says2
+    assert all(len(listed) == 1 for _, listed, _ in steps), steps      # never on none, never on both
+    assert after == [("h2", "VM_STATE_RUNNING")]
+    assert gone[0] == "NotFound" and "not on host h1" in gone[1]
