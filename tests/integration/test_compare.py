@@ -61,8 +61,12 @@ def test_the_twin_ran_the_real_runners_vms(compared):
     rt, mt = real.completed["tasks"], model.completed["tasks"]
     for k in ("added", "vms_created", "not_vm_short", "not_vm_fraction", "not_vm_box_full"):
         assert rt[k] == mt[k], k
-    ra, ma = real.allocations(["task"]), model.allocations(["task"])
-    assert set(ra["task"]) == set(ma["task"])
+    # The twin places its VMs with its own broker on its own view of use, so the real cell (whose
+    # measured use includes what TCG costs) may still have one pending at the end that the twin
+    # placed, or the reverse; any other difference is a VM that one run made and the other did not.
+    ra, ma = set(real.allocations(["task"])["task"]), set(model.allocations(["task"])["task"])
+    assert len(ra - ma) <= mt["pending"] and len(ma - ra) <= rt["pending"], (ra ^ ma, rt["pending"], mt["pending"])
+    assert len(ra | ma) <= rt["vms_created"]
     assert list(real.ticks["t_s"]) == list(model.ticks["t_s"])
 
 
