@@ -2,12 +2,13 @@
 lost, duplicated, stray, or in flight (a pure reading; realpoll.py takes the readings).
 
 A live migration hands a VM over in steps. The source lists it (as migrating out) until the
-guest has left; the destination then verifies it under the lease it took before the transfer,
-and lists it once verified. For those seconds no host lists the VM, but one host holds its
-lease: it is in flight, not lost. Hosts are read one after the other, so a migration that ends
-between two reads can also show a VM twice or nowhere; only a reading taken while no host had
-a migration under way is evidence (`Reading.quiet`), and realpoll asks for two alike before it
-calls a VM lost or duplicated.
+guest has left; the destination, which took a lease on it before the transfer, lists it as
+migrating in once the source has let it go and asks it to verify the guest. Between the two
+(the source's FinishIncoming on its way) no host lists the VM, but one holds its lease: it is in
+flight, not lost. Hosts are read one after the other, so a migration that ends between two reads
+can also show a VM twice or nowhere; only a reading taken while no host had a migration under
+way is evidence (`Reading.quiet`), and realpoll asks for two alike before it calls a VM lost or
+duplicated.
 """
 from __future__ import annotations
 

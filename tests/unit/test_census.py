@@ -1,6 +1,7 @@
 """The end-of-run census of a real run (cellbed/experiment/census.py): each row plants what the
-hosts listed and leased, and names what must be found. A VM being verified on its destination
-is listed by no host but leased by one: in flight, never lost."""
+hosts listed and leased, and names what must be found. A VM that its source has let go and its
+destination has not yet been asked to verify is listed by no host but leased by one: in flight,
+never lost."""
 import pytest
 
 from cellbed.experiment.census import Census, Reading, census, settled
@@ -11,7 +12,8 @@ LIVE = ("a", "b")
 ROWS = [
     ("each VM once", {"h1": ("a",), "h2": ("b",)}, {}, Census()),
     ("a lost", {"h1": (), "h2": ("b",)}, {}, Census(lost=("a",))),
-    ("a being verified on h2", {"h1": (), "h2": ("b",)}, {"h2": ("a",)}, Census(in_flight=("a",))),
+    ("a let go by h1, not yet verifying on h2", {"h1": (), "h2": ("b",)}, {"h2": ("a",)}, Census(in_flight=("a",))),
+    ("a verifying on h2", {"h1": (), "h2": ("b", "a")}, {"h2": ("a",)}, Census()),
     # a lease while the source still lists it (the transfer): one holder, nothing to say
     ("a leaving h1 for h2", {"h1": ("a",), "h2": ("b",)}, {"h2": ("a",)}, Census()),
     ("b twice", {"h1": ("a", "b"), "h2": ("b",)}, {}, Census(duplicated=("b",))),
