@@ -167,8 +167,11 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     for r in recs:
         assert said[r.vm] == r.src, (r.vm, r.src, r.dst, said)
         said[r.vm] = r.dst
-    assert sorted(loc) == ["ov1", "ov2"] and all(len(v) == 1 for v in loc.values()), (loc, said)
-    assert {n: v[0][0] for n, v in loc.items()} == said
+    where_now, want = {n: [h for h, _ in v] for n, v in loc.items()}, {n: [h] for n, h in said.items()}
+    if where_now != want:          # say how they got there (pytest shortens long assertion messages)
+        for h, lines in node_log_lines(cell, ("ov1", "ov2")).items():
+            print(f"{h}'s node.log about ov1, ov2:", *lines, sep="\n  ")
+    assert where_now == want, (where_now, said)
     for name, [(h, v)] in loc.items():
         assert v.state == npb.VM_STATE_RUNNING
 
@@ -202,6 +205,19 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
 
 
 _ROOT: list = []      # the session's state root, set by the fixture
+
+
+def node_log_lines(cell, names, last=15) -> dict:
+    """What each node daemon logged about *names*: for a failure message, so that a VM found in
+    the wrong place says how it got there."""
+    import os
+    out = {}
+    for h in cell["hosts"]:
+        path = os.path.join(_ROOT[0], "ms", h, "logs", "node.log")
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                out[h] = [line.rstrip() for line in f if any(n in line for n in names)][-last:]
+    return out
 
 
 def cellctl(cell, *args):
