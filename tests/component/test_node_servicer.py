@@ -455,8 +455,7 @@ async def test_finish_incoming_without_domain_does_not_adopt_a_phantom(node):
 async def test_an_arriving_vm_is_held_by_its_lease_or_listed_at_every_step_of_its_adoption(make_node):
     """FinishIncoming turns the lease into a VM. Between the two, while the destination asks
     libvirt for the domain's state, the VM must still be held somewhere: the source has let it
-    go, so a VM in neither would be counted by no host and listed by none (seen once in CI as a
-    VM missing from every ListVms just after a SAN migration)."""
+    go, so a VM in neither would be counted by no host and listed by none."""
     node = await make_node(verify_timeout_s=1.0)    # no guest answers on the fake's channel
     await node.client.call("PrepareIncoming", npb.PrepareIncomingRequest(
         spec=spec(256, 1, 0.5), src_host="h2", migration_id="m1"))

@@ -143,9 +143,9 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     times = [s.unix_s for s in done[0].steps]
     assert times == sorted(times)
 
-    # no host stays overloaded, and nothing is in flight: a VM that is being verified on its
-    # destination is listed by neither host (the source let it go, the destination adopts it
-    # once its heartbeat advanced), so where each VM is can be read only once the cell is quiet
+    # no host stays overloaded, and nothing is in flight: a VM still moving is listed as
+    # migrating (out on its source, in on its destination while verified there), so where each
+    # VM runs can be read only once the cell is quiet
     async def settled():
         states = [(await call(cell, h, "GetHostState", npb.GetHostStateRequest())).state for h in cell["hosts"]]
         over = [s.host for s in states if s.cpu_used_cores > MAX_UTIL * HOST_CPU]
