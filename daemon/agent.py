@@ -286,17 +286,31 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
     def _get(self, name: str) -> VmEntry:
         e = self.vms.get(name)
         if e is None:
-            arriving, leaving = self.arriving().get(name), self.handing_over.get(name)
+            arriving = self.arriving().get(name)
             if arriving is not None:
                 raise errors.FailedPrecondition(
                     f"VM {name!r} is arriving on host {self.cfg.host} (migration {arriving[0]} is being verified); "
                     "ask again once it is listed as running")
-            if leaving is not None:
-                raise errors.FailedPrecondition(
-                    f"VM {name!r} has left host {self.cfg.host} for {leaving[1]} (migration {leaving[0]} is being "
-                    f"verified there); ask {leaving[1]} once it is listed there")
+            away = self._away(name)
+            if away is not None:
+                raise errors.FailedPrecondition(away)
             raise errors.NotFound(f"VM {name!r} is not on host {self.cfg.host}")
         return e
+
+    def _away(self, name: str) -> str | None:
+        """Why VM *name*, not listed here, is still this host's concern: it has left for a
+        destination that is verifying it, or its migration from here has no final record yet
+        (the journal's open entry: the destination did not answer, or a crash interrupted it)."""
+        leaving = self.handing_over.get(name)
+        if leaving is not None:
+            return (f"VM {name!r} has left host {self.cfg.host} for {leaving[1]} (migration {leaving[0]} is being "
+                    f"verified there); ask {leaving[1]} once it is listed there")
+        o = next((o for o in self.journal.outgoing.values() if o.vm == name), None)
+        if o is not None and name not in self.vms:
+            why = self.unresolved.get(o.mid, "its record is not written yet")
+            return (f"VM {name!r}: migration {o.mid} from host {self.cfg.host} to {o.peer} is not resolved ({why}); "
+                    "where the VM runs is not known yet; ask again")
+        return None
 
     # --- VM operations -------------------------------------------------------------------
     async def start_vm(self, spec: VmSpec) -> VmEntry:
@@ -304,6 +318,9 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
         async with self._lock:
             if spec.name in self.vms or any(r.spec.name == spec.name for r in self.incoming.values()):
                 raise errors.AlreadyExists(f"VM {spec.name!r} already exists on host {self.cfg.host}")
+            away = self._away(spec.name)
+            if away is not None:      # a VM of that name may be running elsewhere: never two
+                raise errors.FailedPrecondition(f"{away}; a new VM of that name cannot start here until then")
             if spec.name in self.discarding:
                 raise errors.Unavailable(f"VM {spec.name!r}: a failed start of it on {self.cfg.host} is still being "
                                          "undone; retry later")

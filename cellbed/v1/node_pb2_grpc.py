@@ -102,7 +102,8 @@ class NodeAgentServicer:
     def StartVm(self, request, context):
         """Define and start a VM on this host. INVALID_ARGUMENT for out-of-range
         fields, ALREADY_EXISTS for a taken name, FAILED_PRECONDITION when the
-        host's capacity cannot hold it.
+        host's capacity cannot hold it, or while a VM of that name is leaving this
+        host (its migration verified on the destination, or not resolved yet).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -65,3 +65,47 @@ def test_a_migrating_vm_is_listed_by_one_host_at_every_step_and_calls_meanwhile_
     assert all(len(listed) == 1 for _, listed, _ in steps), steps      # never on none, never on both
     assert after == [("h2", "VM_STATE_RUNNING")]
     assert gone[0] == "NotFound" and "not on host h1" in gone[1]
+
+
+async def _refusal(cli, host, method, req):
+    try:
+        await cli.request(host, method, req)
+    except errors.CellbedError as e:
+        return type(e).__name__, str(e)
+    return "done", host
+
+
+def test_a_name_that_is_handing_over_cannot_start_again_on_the_source():
+    """While h2 verifies v, h1 no longer lists v. A StartVm of v on h1 would make a second v: in
+    a real cell h1's libvirtd defines it; here the model's fabric refuses it only because it sees
+    every host. h1 refuses it first, saying where v is."""
+    async def main():
+        env = assembly.model_env(1, 0.001)
+        hosts = {n: await assembly.model_host(env, assembly.model_config(n, 4.0, 8192, monitor_period_s=10.0))
+                 for n in HOSTS}
+        cli = env.net.transport("cli")
+        spec = spec_pb(VmSpec(name="v", mem_mib=512, vcpus=1, cpu_load=0.2, wss_mib=128))
+        await cli.request("h1", "NodeAgent/StartVm", npb.StartVmRequest(spec=spec))
+        dest = hosts["h2"].agent
+        plain, tries = dest.hv.domain_state, []
+
+        async def watched(name):
+            if dest.arriving():
+                tries.append(await _refusal(cli, "h1", "NodeAgent/StartVm", npb.StartVmRequest(spec=spec)))
+            return await plain(name)
+        dest.hv.domain_state = watched
+        await cli.request("h1", "NodeAgent/MigrateVm", npb.MigrateVmRequest(name="v", dest_host="h2"))
+        dest.hv.domain_state = plain
+        names = {h: [v.spec.name for v in (await cli.request(h, "NodeAgent/ListVms", npb.ListVmsRequest())).vms]
+                 for h in HOSTS}
+        for h in hosts.values():
+            await h.agent.stop()
+        return tries, names
+
+    tries, names = run_virtual(main())
+    assert tries, "the destination never looked at the domain while verifying it"
+    for kind, says in tries:
+        assert kind == "FailedPrecondition", tries
+        assert "has left host h1 for h2" in says and "cannot start here until then" in says, says
+    assert names == {"h1": [], "h2": ["v"]}        # the refused starts left nothing behind
+

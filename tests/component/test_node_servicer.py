@@ -96,10 +96,10 @@ async def make_node(tmp_path):
     """Factory: start one node daemon in-process; everything it made is stopped in teardown."""
     made = []
 
-    async def make(domains=(), **settings) -> Node:
+    async def make(domains=(), hv_class=None, **settings) -> Node:
         d = tmp_path / f"node{len(made)}"
         (d / "channels").mkdir(parents=True)
-        hv = FakeHypervisor(d / "channels", domains)
+        hv = (hv_class or FakeHypervisor)(d / "channels", domains)
         peers = d / "peers.json"
         cfg = NodeConfig(host="h1", address="127.0.0.1", grpc_port=0, cpu_cores=CAP_CPU, mem_mib=CAP_MEM,
                          cpu_norm=0.5, mem_norm=1.0, state_dir=str(d / "state"), peers_file=str(peers),
