@@ -291,6 +291,11 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
                 raise errors.FailedPrecondition(
                     f"VM {name!r} is arriving on host {self.cfg.host} (migration {arriving[0]} is being verified); "
                     "ask again once it is listed as running")
+            leased = next(((mid, r) for mid, r in self.incoming.items() if r.spec.name == name), None)
+            if leased is not None:   # reserved here, its source still has it (or its FinishIncoming is on its way)
+                raise errors.FailedPrecondition(
+                    f"VM {name!r} is migrating to host {self.cfg.host} from {leased[1].src} (migration {leased[0]}); "
+                    f"ask {leased[1].src} while it lists it, or here once it is listed here")
             away = self._away(name)
             if away is not None:
                 raise errors.FailedPrecondition(away)

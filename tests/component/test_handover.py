@@ -44,16 +44,26 @@ def test_a_migrating_vm_is_listed_by_one_host_at_every_step_and_calls_meanwhile_
                           (await stop_refused("h1"), await stop_refused("h2")) if verifying else None))
             return await plain(name)
         dest.hv.domain_state = watched
+        src_hv, transfer = hosts["h1"].agent.hv, []
+        plain_migrate = src_hv.migrate
+
+        async def migrate(*a, **kw):    # the transfer: h2 holds the lease, h1 still has the VM
+            transfer.append((await listing(), await stop_refused("h2")))
+            return await plain_migrate(*a, **kw)
+        src_hv.migrate = migrate
         rec = (await cli.request("h1", "NodeAgent/MigrateVm", npb.MigrateVmRequest(name="v", dest_host="h2"))).record
-        dest.hv.domain_state = plain
+        dest.hv.domain_state, src_hv.migrate = plain, plain_migrate
         after = await listing()
         gone = await stop_refused("h1")
         for h in hosts.values():
             await h.agent.stop()
-        return rec, steps, after, gone
+        return rec, transfer, steps, after, gone
 
-    rec, steps, after, gone = run_virtual(main())
+    rec, transfer, steps, after, gone = run_virtual(main())
     assert rec.outcome == npb.MIGRATION_OUTCOME_SUCCEEDED, rec
+    [(listed, (kind, says))] = transfer
+    assert listed == [("h1", "VM_STATE_MIGRATING_OUT")], transfer
+    assert kind == "FailedPrecondition" and f"is migrating to host h2 from h1 (migration {rec.id})" in says, says
     verifying = [s for s in steps if s[0]]
     assert verifying, steps              # the destination looked at the domain while verifying it
     for _, listed, refused in verifying:
