@@ -38,8 +38,10 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -199,16 +201,22 @@ def open_cluster(scheduler: str | None, n_workers: int, security: Security | Non
         level = dlog.level
         if not logging.getLogger().isEnabledFor(logging.DEBUG):
             dlog.setLevel(logging.ERROR)
+        # the scheduler's and the workers' scratch space is this sweep's own, removed with the
+        # cluster (Dask's default, /tmp/dask-scratch-space, is shared and outlives them)
+        scratch = tempfile.mkdtemp(prefix="cellbed-sweep-dask-")
         try:
-            with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}):
+            with dask.config.set({"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": [],
+                                  "temporary-directory": scratch}):      # the scheduler's, in this process
                 with _workers_ignore_sigint():
                     cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                            dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                                           security=Security.temporary(), memory_limit=0, silence_logs=logging.ERROR)
+                                           security=Security.temporary(), memory_limit=0, silence_logs=logging.ERROR,
+                                           local_directory=scratch)
                 with cluster, Client(cluster, set_as_default=False) as client:
                     yield client, f"a LocalCluster of {n_workers} worker process{'es' if n_workers > 1 else ''}"
         finally:
             dlog.setLevel(level)
+            shutil.rmtree(scratch, ignore_errors=True)
         return
     try:
         client = Client(scheduler, security=security, timeout=connect_timeout_s, set_as_default=False)

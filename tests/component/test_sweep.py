@@ -30,9 +30,9 @@ BESTFIT = REPO / "scenarios" / "masb-table3-bestfit.toml"
 FILES = ("ticks.csv", "migrations.csv", "allocations.csv")
 
 
-def cellctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def cellctl(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cellbed.cli.main", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def without_wall(path: Path) -> str:
@@ -61,8 +61,12 @@ def test_sweep_equals_plain_runs_seed_for_seed_and_reports(tmp_path):
     spec.write_text(f'name = "cmp"\nscenarios = ["{SMOKE}", "{BESTFIT}"]\nseeds = [1, 2]\n'
                     '[set]\n"run.duration_s" = 600\n"cell.nodes" = 100\n')
     out = tmp_path / "sweep"
-    p = cellctl("sweep", str(spec), "--out", str(out), "--workers", "2", "--no-report", "--json")
+    tmp = tmp_path / "tmp"            # the sweep's TMPDIR: Dask's scratch space goes there unless told otherwise
+    tmp.mkdir()
+    p = cellctl("sweep", str(spec), "--out", str(out), "--workers", "2", "--no-report", "--json",
+                env={**os.environ, "TMPDIR": str(tmp)})
     assert p.returncode == 0, p.stderr
+    assert sorted(x.name for x in tmp.iterdir()) == []     # the cluster's scratch space went with it
     res = json.loads(p.stdout)
     assert (res["total"], res["ran"], res["skipped"], res["failed"]) == (4, 4, 0, [])
     assert res["cluster"].startswith("a LocalCluster of 2 worker processes")

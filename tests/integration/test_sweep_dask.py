@@ -74,10 +74,12 @@ def local_sweep(spec, tmp_path_factory):
 
 
 def in_host(st: dict, host: str, argv: list[str], log: Path) -> subprocess.Popen:
-    """*argv* in *host*'s network namespace (nsenter execs it: the pid is the program's)."""
+    """*argv* in *host*'s network namespace (nsenter execs it: the pid is the program's), with its
+    Dask scratch space beside *log* (not the shared /tmp/dask-scratch-space)."""
+    env = {**os.environ, "DASK_TEMPORARY_DIRECTORY": str(log.parent / "dask-scratch")}
     return subprocess.Popen(["nsenter", f"--net=/run/netns/{st['hosts'][host]['netns']}", *argv],
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
 
 
 @pytest.fixture(params=["tcp", "tls"])
