@@ -30,6 +30,7 @@ from cellbed.daemon.host_view import HostView
 from cellbed.v1 import node_pb2 as npb
 from cellbed.domain.constraints import constraints_match
 from cellbed.daemon.inventory import Reservation, VmEntry
+from cellbed.daemon.lookup import LookupMixin
 from cellbed.daemon.migration import MigrationMixin
 from cellbed.daemon.monitor import MonitorMixin
 from cellbed.daemon.journal import MigrationJournal
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 EVENT_BUFFER = 512
 
 
-class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
+class NodeAgent(LookupMixin, MonitorMixin, MigrationMixin, ReconcileMixin):
     """Built by :func:`cellbed.assembly.build_node`: clock, transport and backend come from the
     Env (wall clock, gRPC and libvirt on a real cell; virtual time, in-process and model backend
     on a model cell). Agents in the same process see the host through :meth:`view` and change it
@@ -283,45 +284,11 @@ class NodeAgent(MonitorMixin, MigrationMixin, ReconcileMixin):
             raise errors.FailedPrecondition(
                 f"{self.cfg.host}: requested CPU {cpu:.2f} + {spec.requested_cpu:.2f} cores > capacity {cap_cpu:.2f} cores")
 
-    def _get(self, name: str) -> VmEntry:
-        e = self.vms.get(name)
-        if e is None:
-            arriving = self.arriving().get(name)
-            if arriving is not None:
-                raise errors.FailedPrecondition(
-                    f"VM {name!r} is arriving on host {self.cfg.host} (migration {arriving[0]} is being verified); "
-                    "ask again once it is listed as running")
-            leased = next(((mid, r) for mid, r in self.incoming.items() if r.spec.name == name), None)
-            if leased is not None:   # reserved here, its source still has it (or its FinishIncoming is on its way)
-                raise errors.FailedPrecondition(
-                    f"VM {name!r} is migrating to host {self.cfg.host} from {leased[1].src} (migration {leased[0]}); "
-                    f"ask {leased[1].src} while it lists it, or here once it is listed here")
-            away = self._away(name)
-            if away is not None:
-                raise errors.FailedPrecondition(away)
-            raise errors.NotFound(f"VM {name!r} is not on host {self.cfg.host}")
-        return e
-
-    def _away(self, name: str) -> str | None:
-        """Why VM *name*, not listed here, is still this host's concern: it has left for a
-        destination that is verifying it, or its migration from here has no final record yet
-        (the journal's open entry: the destination did not answer, or a crash interrupted it)."""
-        leaving = self.handing_over.get(name)
-        if leaving is not None:
-            return (f"VM {name!r} has left host {self.cfg.host} for {leaving[1]} (migration {leaving[0]} is being "
-                    f"verified there); ask {leaving[1]} once it is listed there")
-        o = next((o for o in self.journal.outgoing.values() if o.vm == name), None)
-        if o is not None and name not in self.vms:
-            why = self.unresolved.get(o.mid, "its record is not written yet")
-            return (f"VM {name!r}: migration {o.mid} from host {self.cfg.host} to {o.peer} is not resolved ({why}); "
-                    "where the VM runs is not known yet; ask again")
-        return None
-
     # --- VM operations -------------------------------------------------------------------
     async def start_vm(self, spec: VmSpec) -> VmEntry:
         spec = dataclasses.replace(spec.validate(self.limits), created_unix_s=spec.created_unix_s or self.clock.now())
         async with self._lock:
-            if spec.name in self.vms or any(r.spec.name == spec.name for r in self.incoming.values()):
+            if spec.name in self.vms or self._lease_of(spec.name) is not None:
                 raise errors.AlreadyExists(f"VM {spec.name!r} already exists on host {self.cfg.host}")
             away = self._away(spec.name)
             if away is not None:      # a VM of that name may be running elsewhere: never two
