@@ -15,6 +15,7 @@ from cellbed.domain import errors, wire
 from cellbed.domain.names import task_name
 from cellbed.workload import realplan
 from cellbed.experiment.realpoll import PollMixin
+from cellbed.experiment.realstop import STOP_BUDGET_S, stop_until_done
 from cellbed.experiment.results import ResultsWriter
 from cellbed.experiment.results_files import SANS, VMS
 from cellbed.metrics.san_timing import SAN_COLUMNS
@@ -323,20 +324,17 @@ class RealRun(PollMixin):
         if vm.state != "running":
             return
         vm.state = "stopping"
-        for attempt in range(6):
-            try:
-                await self.node(vm.host, "StopVm", npb.StopVmRequest(name=vm.name), timeout=60)
-                vm.state = "stopped"
-                self.counters["vms_stopped"] += 1
-                return
-            except errors.NotFound:
-                if not await self._locate(vm):
-                    vm.state = "stopped"
-                    self.counters["stop_not_found"] += 1
-                    return
-            except errors.CellbedError as e:    # e.g. migrating: try again shortly
-                log.debug("StopVm %s: %s", vm.name, e)
-                await asyncio.sleep(2.0 * (attempt + 1))
-        vm.state = "running"
-        self.counters["stop_failed"] += 1
+
+        async def stop():
+            await self.node(vm.host, "StopVm", npb.StopVmRequest(name=vm.name), timeout=60)
+
+        outcome = await stop_until_done(stop, lambda: self._locate(vm))
+        if outcome == "refused":          # still refused after STOP_BUDGET_S: it runs on, and is counted live
+            vm.state = "running"
+            self.counters["stop_failed"] += 1
+            log.warning("StopVm %s on %s: still refused after %.0f s; it keeps running", vm.name, vm.host,
+                        STOP_BUDGET_S)
+            return
+        vm.state = "stopped"
+        self.counters["vms_stopped" if outcome == "stopped" else "stop_not_found"] += 1
 
