@@ -37,28 +37,39 @@ def retry_waits(budget_s: float = STOP_BUDGET_S, step_s: float = 2.0, cap_s: flo
         yield w
 
 
+TRANSIENT = (errors.FailedPrecondition, errors.Unavailable, errors.DeadlineExceeded)
+"""Refusals that end by themselves (a migration in flight, a node restarting, a slow answer);
+any other (a bad request, no permission) would be refused again, so it is not asked again."""
+
+
 async def stop_until_done(stop: Callable[[], Awaitable[object]], locate: Callable[[], Awaitable[str]],
-                          waits: Iterable[float] | None = None) -> str:
+                          waits: Iterable[float] | None = None, name: str = "") -> str:
     """Call *stop* until it succeeds ("stopped"). When the node does not know the VM, *locate* finds
     the host that lists it (and the caller's *stop* asks that host next); if none does: "gone".
-    Any other refusal waits the next of *waits* (default retry_waits()) and tries again; once they
-    are used up: "refused"."""
+    A TRANSIENT refusal waits the next of *waits* (default retry_waits()) and tries again; once
+    they are used up, or at once on any other refusal: "refused" (logged, with *name*, the VM's)."""
     pending = iter(retry_waits() if waits is None else waits)
     moves = 0
     while True:
         try:
             await stop()
             return "stopped"
-        except errors.NotFound:
+        except errors.NotFound as e:
             if not await locate():
                 return "gone"
             moves += 1
             if moves <= MOVES_AT_ONCE:
                 continue
-        except errors.CellbedError as e:       # migrating, or the node is busy: later
-            log.debug("StopVm refused: %s", e)
+            last: errors.CellbedError = e
+        except TRANSIENT as e:                 # migrating, or the node is busy: later
+            log.debug("StopVm %s refused: %s", name, e)
+            last = e
+        except errors.CellbedError as e:
+            log.warning("StopVm %s refused for good (%s): %s", name, type(e).__name__, e)
+            return "refused"
         moves = 0
         w = next(pending, None)
         if w is None:
+            log.warning("StopVm %s still refused after every wait (%s): %s", name, type(last).__name__, last)
             return "refused"
         await asyncio.sleep(w)

@@ -29,25 +29,27 @@ def test_the_default_budget_outlasts_a_migration_with_its_verification():
 
 
 class Node:
-    """Refuses StopVm until *busy_until* (virtual s), as a source does while the VM migrates."""
+    """Refuses StopVm with *refusal* until *busy_until* (virtual s), as a source does while the VM
+    migrates (FAILED_PRECONDITION), or a node that restarts (UNAVAILABLE) or answers late."""
 
-    def __init__(self, busy_until: float) -> None:
-        self.busy_until = busy_until
+    def __init__(self, busy_until: float, refusal: type = errors.FailedPrecondition) -> None:
+        self.busy_until, self.refusal = busy_until, refusal
         self.calls: list[float] = []
 
     async def stop(self) -> None:
         now = asyncio.get_running_loop().time()
         self.calls.append(now)
         if now < self.busy_until:
-            raise errors.FailedPrecondition("VM 'v' is migrating to host h2 (migration m1)")
+            raise self.refusal("VM 'v' is migrating to host h2 (migration m1)")
 
 
 async def nobody() -> str:
     return ""
 
 
-def test_a_stop_refused_for_155_s_of_migration_still_stops_the_vm():
-    node = Node(busy_until=155.0)
+@pytest.mark.parametrize("refusal", [errors.FailedPrecondition, errors.Unavailable, errors.DeadlineExceeded])
+def test_a_stop_refused_for_155_s_of_migration_still_stops_the_vm(refusal):
+    node = Node(busy_until=155.0, refusal=refusal)
 
     async def main():
         return await stop_until_done(node.stop, nobody), asyncio.get_running_loop().time()
@@ -116,3 +118,15 @@ def test_hosts_that_keep_disagreeing_fall_back_to_waiting():
 
     assert run_virtual(main()) == "refused"
     assert calls == [0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0, 5.0]
+
+
+@pytest.mark.parametrize("refusal", [errors.InvalidArgument, errors.CellbedError, errors.AlreadyExists])
+def test_a_refusal_that_would_come_again_is_not_asked_again(refusal):
+    """A bad request, or PERMISSION_DENIED (the base error on the client's side), gives up at once."""
+    node = Node(busy_until=float("inf"), refusal=refusal)
+
+    async def main():
+        return await stop_until_done(node.stop, nobody), asyncio.get_running_loop().time()
+
+    assert run_virtual(main()) == ("refused", 0.0)
+    assert node.calls == [0.0]
