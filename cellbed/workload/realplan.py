@@ -1,6 +1,6 @@
 """Which tasks of a scenario's stream become VMs on a real cell, and what each VM is: the one
-decision the real-cell runner (:mod:`cellbed.experiment.realrun`) and its model twin
-(:mod:`cellbed.experiment.twin`) share, so that ``cellctl compare`` runs the *same* VMs on both.
+decision the real-cell runner (:mod:`cellbed.experiment.real.run`) and its model twin
+(:mod:`cellbed.experiment.twin.driver`) share, so that ``cellctl compare`` runs the *same* VMs on both.
 
 Pure: the stream in, a plan out. Per ``AddTask`` (in stream order) a decision:
 

@@ -13,10 +13,10 @@ from cellbed.domain.overhead import GuestOverhead
 from cellbed.domain.vm import MigrationOptions, VmSpec
 from cellbed.experiment import load_run
 from cellbed.workload import realplan
-from cellbed.experiment.realcell import RealCellDriver
-from cellbed.experiment.realrun import read_stream
-from cellbed.experiment.scenario import load_scenario
-from cellbed.experiment.twin import twin_events
+from cellbed.experiment.real.driver import RealCellDriver
+from cellbed.experiment.real.run import read_stream
+from cellbed.experiment.scenario.file import load_scenario
+from cellbed.experiment.twin.driver import twin_events
 from cellbed.runtime.clock import run_virtual
 from cellbed.workload import events as ev
 
@@ -155,8 +155,8 @@ def test_the_twin_runs_the_real_runners_vms(tmp_path):
 
 def test_damaged_real_run_files_are_refused_naming_the_file(tmp_path):
     from cellbed.domain.errors import FailedPrecondition
-    from cellbed.experiment import compare
-    from cellbed.experiment.run_reader import Run
+    from cellbed.experiment.compare import run as compare
+    from cellbed.experiment.results.reader import Run
     run = Run(path=tmp_path, manifest={}, completed={}, ticks={})
     sc = load_scenario(SCENARIO)
     (tmp_path / "vms.csv").write_text("t_s,host,vm\n60,h1\n")                    # a short row, no columns
