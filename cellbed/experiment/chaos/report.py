@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from cellbed.experiment.report.write import md_table
+from cellbed.experiment.markdown import md_table
 
 RECOVERED = {"succeeded", "failed", "aborted", "refused"}     # the VM ended intact on one end
 

@@ -9,7 +9,7 @@ import contextlib
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cellbed.domain import errors, wire
 from cellbed.domain.names import task_name
@@ -17,9 +17,8 @@ from cellbed.workload import realplan
 from cellbed.experiment.real.poll import PollMixin
 from cellbed.experiment.real.stop import stop_until_done
 from cellbed.experiment.results.writer import ResultsWriter
-from cellbed.experiment.results.files import SANS, VMS
+from cellbed.experiment.results.files import SANS, VM_COLUMNS, VMS
 from cellbed.metrics.san_timing import SAN_COLUMNS
-from cellbed.experiment.twin.fit import VM_COLUMNS
 from cellbed.metrics.rows import AllocationRow
 from cellbed.metrics.ticks import TickAccumulator
 from cellbed.cell import cell_pki
@@ -28,10 +27,8 @@ from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import masb_pb2 as masbpb, node_pb2 as npb
 from cellbed.workload import events as ev
-from cellbed.workload.generator import WorkloadGenerator
-
-if TYPE_CHECKING:
-    from cellbed.experiment.real.driver import RealCellDriver
+from cellbed.workload.generator_config import GeneratorConfig
+from cellbed.experiment.scenario.file import Scenario
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +42,17 @@ a 2-core box take minutes each; queued placements count as framework queueing.""
 
 
 
-def read_stream(gen_cfg, duration_s: float) -> list:
-    """The generator's events up to *duration_s*, as (simulated s from the first event, event)."""
-    out, t0 = [], None
-    for e in WorkloadGenerator(gen_cfg):
-        if t0 is None:
-            t0 = e.time_us
-        t = (e.time_us - t0) / 1e6
-        if t > duration_s:
-            break
-        out.append((t, e))
-    return out
+class LiveCell(Protocol):
+    """What a live run reads of its driver (:class:`~cellbed.experiment.real.driver.RealCellDriver`,
+    which starts the run): the scenario, the time compression, whether a broker places and SAN
+    runs, the generator's settings and the scale-down."""
+
+    sc: Scenario
+    comp: float
+    use_broker: bool
+    use_san: bool
+    gen_cfg: GeneratorConfig
+    scale: realplan.ScaleDown
 
 
 class Vm:
@@ -75,7 +72,7 @@ class Vm:
 class RealRun(PollMixin):
     """One live run against a cell that is up (asyncio, wall clock)."""
 
-    def __init__(self, drv: RealCellDriver, st: dict, w: ResultsWriter, progress) -> None:
+    def __init__(self, drv: LiveCell, st: dict, w: ResultsWriter, progress) -> None:
         self.d, self.st, self.w, self.progress = drv, st, w, progress
         self.sc = drv.sc
         self.comp = drv.comp
@@ -125,7 +122,7 @@ class RealRun(PollMixin):
     # -- the stream -----------------------------------------------------------------------------------
     def read_stream(self) -> list:
         """Every (simulated s, event) of the run (few hosts: small)."""
-        return read_stream(self.d.gen_cfg, self.sc.run.duration_s)
+        return realplan.read_stream(self.d.gen_cfg, self.sc.run.duration_s)
 
     # -- main -------------------------------------------------------------------------------------------
     async def main(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 import numpy as np
-from cellbed.experiment.results.writer import Run
+from cellbed.experiment.results.reader import Run
 from cellbed.experiment.report.summary import (
     ASR_COLOURS,
     OVERLOAD_THRESHOLD,

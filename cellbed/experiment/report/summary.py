@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 import numpy as np
 from cellbed.domain.errors import FailedPrecondition
-from cellbed.experiment.results.writer import Run
+from cellbed.experiment.results.reader import Run
 
 
 OVERLOAD_THRESHOLD = 0.005

@@ -38,7 +38,8 @@ from typing import Any
 
 
 from cellbed.domain.errors import InvalidArgument
-from cellbed.experiment.results.writer import Run, load_run
+from cellbed.experiment.markdown import md_table
+from cellbed.experiment.results.reader import Run, load_run
 from cellbed.experiment.report.summary import (
     ALLOC_COLUMNS,
     OVERLOAD_THRESHOLD,
@@ -100,13 +101,6 @@ ROWS: tuple[tuple[str, Any], ...] = (
     (f"{p[:-3].replace('_', ' ')} (median; share of total)",
      (lambda s, p=p: f"{fmt_ms(s.part_median_ms[p])}; {fmt_pct(s.part_share[p])}")) for p in PARTS
 )
-
-
-def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    esc = [[str(c).replace("|", "\\|") for c in r] for r in [header, *rows]]
-    out = ["| " + " | ".join(esc[0]) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in esc[1:]]
-    return "\n".join(out)
 
 
 def _policy_line(run: Run) -> dict[str, str]:

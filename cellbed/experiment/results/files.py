@@ -11,10 +11,14 @@ TICKS = "ticks.csv"
 MIGRATIONS = "migrations.csv"
 ALLOCATIONS = "allocations.csv"
 VMS = "vms.csv"
-SANS = "san.csv"
-"""A real cell's finished SAN rounds, with the time of each step after the overload (cellbed/metrics/san_timing.py)."""
 """A real cell's per-VM samples, one row per VM per tick (what the model twin's guest overhead is
 fitted from: cellbed/experiment/twin/fit.py)."""
+VM_COLUMNS = ("t_s", "host", "vm", "state", "age_s", "vcpus", "cpu_load", "cpu_used_cores", "mem_mib", "wss_mib",
+              "rss_mib", "boot_s")
+"""``vms.csv``: one row per VM per tick of a real run (t_s simulated; age_s and boot_s wall seconds);
+the real runner writes it, the twin's fit reads it."""
+SANS = "san.csv"
+"""A real cell's finished SAN rounds, with the time of each step after the overload (cellbed/metrics/san_timing.py)."""
 RUN_COMPLETED = "run_completed"
 
 

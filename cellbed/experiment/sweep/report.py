@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from cellbed.domain.errors import FailedPrecondition, NotFound
-from cellbed.experiment.report.write import md_table
+from cellbed.experiment.markdown import md_table
 from cellbed.experiment.report.summary import Summary, fmt_bytes, fmt_ms, fmt_num, fmt_pct, fmt_ratio, summarize
-from cellbed.experiment.results.writer import load_run
+from cellbed.experiment.results.reader import load_run
 from cellbed.experiment.sweep.plan import SWEEP_FILE, SWEEP_FORMAT
 
 __all__ = ["is_sweep", "load_sweep", "sweep_table", "write_sweep_report"]

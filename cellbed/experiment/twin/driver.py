@@ -26,7 +26,7 @@ from cellbed.experiment.progress import Progress, peak_rss_mib
 from cellbed.experiment.real.driver import RealCellDriver
 from cellbed.workload import realplan
 from cellbed.workload.realplan import Plan
-from cellbed.experiment.real.run import BOOTS_AT_ONCE, read_stream
+from cellbed.experiment.real.run import BOOTS_AT_ONCE
 from cellbed.experiment.results.writer import ResultsWriter
 from cellbed.experiment.scenario.file import Scenario
 from cellbed.model.cell import ModelCell
@@ -119,7 +119,7 @@ class TwinDriver:
 
     def run(self, w: ResultsWriter, progress: Progress) -> dict[str, Any]:
         sc, k = self.sc, self.comp
-        stream = read_stream(self.real.gen_cfg, sc.run.duration_s)
+        stream = realplan.read_stream(self.real.gen_cfg, sc.run.duration_s)
         r = sc.workload.real
         plan = realplan.plan(stream, self.real.scale, hosts=sc.cell.hosts, max_vms_per_host=r.max_vms_per_host,
                              min_task_s=r.min_task_s, task_fraction=r.task_fraction, seed=sc.run.seed)

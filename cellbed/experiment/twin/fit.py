@@ -32,9 +32,6 @@ from typing import Iterable, Mapping
 
 from cellbed.domain.overhead import GuestOverhead
 
-VM_COLUMNS = ("t_s", "host", "vm", "state", "age_s", "vcpus", "cpu_load", "cpu_used_cores", "mem_mib", "wss_mib",
-              "rss_mib", "boot_s")
-"""``vms.csv``: one row per VM per tick of a real run (t_s simulated; age_s and boot_s wall seconds)."""
 MIN_SPREAD_CORES = 0.02
 MIN_SPREAD_MIB = 4.0
 MIN_SAMPLES = 3
