@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from cellbed.experiment.profiling import ProfileWindow, parse_window  # noqa: E402 (after the path)
 from cellbed.experiment.runner import model_cell_params  # noqa: E402
-from cellbed.experiment.scenario import load_scenario  # noqa: E402
+from cellbed.experiment.scenario.file import load_scenario  # noqa: E402
 from cellbed.model.cell import ModelCell  # noqa: E402
 from cellbed.experiment.profiling import parts_table  # noqa: E402
 from cellbed.runtime.clock import run_virtual  # noqa: E402

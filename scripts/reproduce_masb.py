@@ -35,8 +35,8 @@ sys.path.insert(0, str(REPO))
 
 from cellbed.experiment import load_run, summarize  # noqa: E402 (after the repository is on the path)
 from cellbed.experiment.profiling import parts_table  # noqa: E402
-from cellbed.experiment.report import write_report  # noqa: E402
-from cellbed.experiment.sweep import load_spec, plan_sweep  # noqa: E402
+from cellbed.experiment.report.write import write_report  # noqa: E402
+from cellbed.experiment.sweep.plan import load_spec, plan_sweep  # noqa: E402
 from sweep_tables import completed, num, run_sweep, spread  # noqa: E402 (scripts/ is on the path: this script's folder)
 
 PY = sys.executable

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from cellbed.controller.megha.alloc import PARTS  # noqa: E402 (after the repository is on the path)
 from cellbed.experiment import load_run, summarize  # noqa: E402
-from cellbed.experiment.sweep import load_spec, plan_sweep  # noqa: E402
+from cellbed.experiment.sweep.plan import load_spec, plan_sweep  # noqa: E402
 from megha_bench_lib import keep_reading, pyplot, save_fig  # noqa: E402 (scripts/ is this script's folder)
 from sweep_tables import completed, num, run_completed, run_sweep, spread  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""``cellctl chaos``: a seeded fault-injection campaign on a real cell (cellbed/experiment/chaos.py)."""
+"""``cellctl chaos``: a seeded fault-injection campaign on a real cell (cellbed/experiment/chaos/campaign.py)."""
 from __future__ import annotations
 
 import fcntl
@@ -7,10 +7,10 @@ import time
 
 from cellbed.cell import cell as cellmod
 from cellbed.domain import errors
-from cellbed.experiment import chaos_report
-from cellbed.experiment.chaos import Campaign
-from cellbed.experiment import chaos_faults as faults
-from cellbed.experiment.chaos_plan import NETEM, parse_faults, schedule
+from cellbed.experiment.chaos import report as chaos_report
+from cellbed.experiment.chaos.campaign import Campaign
+from cellbed.experiment.chaos import faults
+from cellbed.experiment.chaos.plan import NETEM, parse_faults, schedule
 
 OWN_FILES = ("chaos.jsonl", "summary.txt", "manifest.json", "timeline.png")
 

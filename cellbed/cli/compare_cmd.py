@@ -1,5 +1,5 @@
 """``cellctl compare SCENARIO.toml [--out DIR] [--real-from DIR] [--set k=v ...]``: a real-cell
-scenario on the real cell and on its model twin, side by side (cellbed/experiment/compare.py).
+scenario on the real cell and on its model twin, side by side (cellbed/experiment/compare/run.py).
 Exit codes: 0 done (differences are reported, not failures), 2 refused input."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from cellbed.experiment.compare import compare
-from cellbed.experiment.compare_table import fmt, fmt_rel
-from cellbed.experiment.scenario import load_scenario
+from cellbed.experiment.compare.run import compare
+from cellbed.experiment.compare.table import fmt, fmt_rel
+from cellbed.experiment.scenario.file import load_scenario
 
 
 def cmd_compare(args: argparse.Namespace) -> None:

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 from cellbed.domain.errors import InvalidArgument
-from cellbed.experiment.report import write_report
-from cellbed.experiment.sweep_report import is_sweep, write_sweep_report
+from cellbed.experiment.report.write import write_report
+from cellbed.experiment.sweep.report import is_sweep, write_sweep_report
 
 
 def cmd_report(args: argparse.Namespace) -> None:

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from cellbed.experiment.scenario import load_scenario
+from cellbed.experiment.scenario.file import load_scenario
 from cellbed.experiment.runner import run_scenario
 from cellbed.experiment.profiling import parse_window
 

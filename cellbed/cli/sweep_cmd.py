@@ -1,8 +1,8 @@
 """``cellctl sweep SPEC.toml [--out DIR] [--scheduler tcp|tls://HOST:PORT]``: every (scenario, grid
 point, seed) of a sweep spec as a ``cellctl run`` on Dask workers, resumable (issue 16).
 
-The spec and every run's scenario are checked before anything starts (cellbed/experiment/sweep.py);
-the runs go to a LocalCluster or an existing Dask cluster (cellbed/experiment/sweep_run.py).
+The spec and every run's scenario are checked before anything starts (cellbed/experiment/sweep/plan.py);
+the runs go to a LocalCluster or an existing Dask cluster (cellbed/experiment/sweep/run.py).
 Progress goes to stderr, the outcome to stdout. Exit codes: 0 every run done, 1 a run failed (after
 its retry; the others ran), 2 a refused spec or folder, 128 + the signal that stopped the sweep.
 """
@@ -18,10 +18,10 @@ from distributed.security import Security
 
 from cellbed.domain.errors import InvalidArgument
 from cellbed.experiment.runner import check_workload, driver_for
-from cellbed.experiment.scenario import Scenario
-from cellbed.experiment.sweep import load_spec, plan_sweep, run_state
-from cellbed.experiment.sweep_progress import hms
-from cellbed.experiment.sweep_run import run_sweep
+from cellbed.experiment.scenario.file import Scenario
+from cellbed.experiment.sweep.plan import load_spec, plan_sweep, run_state
+from cellbed.experiment.sweep.progress import hms
+from cellbed.experiment.sweep.run import run_sweep
 
 TLS_FLAGS = ("--tls-ca-file", "--tls-cert", "--tls-key")
 

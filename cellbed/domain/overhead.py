@@ -1,6 +1,6 @@
 """What a guest costs its host beyond its own workload: the model backend's picture of a real
 TCG guest (QEMU's resident memory and CPU, and its boot). Fitted from a real run by
-:mod:`cellbed.experiment.twin_fit`; the identity (the default) is the plain model, in which a
+:mod:`cellbed.experiment.twin.fit`; the identity (the default) is the plain model, in which a
 task uses exactly what its workload says and starts at once.
 
     host CPU of a guest   = cpu_base_cores + cpu_gain × its workload's cores   (while it runs)

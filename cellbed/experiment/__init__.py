@@ -1,16 +1,25 @@
-"""Experiment I/O: scenario files, the results folder, and the report (DESIGN §10.4, §12).
+"""Experiments: scenarios in, runs on a cell, results folders and reports out (DESIGN §10.4, §12).
 
-* :mod:`~cellbed.experiment.scenario` — the scenario TOML as typed, validated dataclasses,
-  with ``--set key=value`` overrides and the resolved manifest;
-* :mod:`~cellbed.experiment.results` — :class:`ResultsWriter` (streams manifest.json,
-  events.jsonl, ticks.csv, migrations.csv, allocations.csv) and :func:`load_run`, which
-  refuses runs without ``run_completed``;
-* :mod:`~cellbed.experiment.report` — ``report.md`` with PNG plots for one run, or
-  side-by-side tables for several (matplotlib is imported only when plotting).
+The house has one room per capability, and the shared base beside them:
+
+* ``runner`` (``cellctl run``: a scenario on a model, real or twin cell), ``progress`` (its
+  progress bar), ``profiling`` (``--profile``) — the base;
+* ``scenario/`` — the scenario TOML as typed, validated dataclasses, with ``--set key=value``
+  overrides and the resolved manifest;
+* ``results/`` — :class:`ResultsWriter` (streams manifest.json, events.jsonl, ticks.csv,
+  migrations.csv, allocations.csv) and :func:`load_run`, which refuses runs without
+  ``run_completed``;
+* ``report/`` — ``report.md`` with PNG plots for one run, or side-by-side tables for several
+  (matplotlib is imported only when plotting);
+* ``real/`` (the real-cell driver), ``twin/`` (its model twin), ``compare/`` (``cellctl compare``),
+  ``sweep/`` (``cellctl sweep``) and ``chaos/`` (``cellctl chaos``).
+
+This module re-exports the scenario, results and report API that outside users import from
+``cellbed.experiment``; Cellbed's own code imports each name from its room.
 """
 
-from cellbed.experiment.report import Summary, summarize, write_report
-from cellbed.experiment.results import (
+from cellbed.experiment.report.write import Summary, summarize, write_report
+from cellbed.experiment.results.writer import (
     ALLOCATION_COLUMNS,
     MIGRATION_COLUMNS,
     TICK_COLUMNS,
@@ -25,7 +34,7 @@ from cellbed.experiment.results import (
     load_run,
     runtime_versions,
 )
-from cellbed.experiment.scenario import (
+from cellbed.experiment.scenario.file import (
     FRONTENDS,
     Scenario,
     apply_overrides,

@@ -12,7 +12,7 @@ Dispatch (one driver per kind of cell; :data:`DRIVERS`):
 * model cell, any front-end (``masb``, ``bestfit``, ``megha``, ``central``, ``sampling``): the one
   model cell :class:`cellbed.model.cell.ModelCell` in virtual time (the same agent code as a
   real cell, built by :mod:`cellbed.assembly`), fed by the scenario's generator or trace;
-* real cell (any front-end the real cell supports): :mod:`cellbed.experiment.realcell`.
+* real cell (any front-end the real cell supports): :mod:`cellbed.experiment.real.driver`.
 
 A driver that cannot run a combination raises FailedPrecondition naming it, before anything
 is written; so do trace files that are missing, empty, not gzip, truncated or have the wrong
@@ -38,11 +38,11 @@ from cellbed.daemon.san import SanConfig
 from cellbed.domain import errors
 from cellbed.experiment.profiling import ProfileWindow
 from cellbed.experiment.progress import Progress, peak_rss_mib
-from cellbed.experiment.realcell import RealCellDriver
-from cellbed.experiment.report import write_report
-from cellbed.experiment.results import ResultsWriter, build_manifest, git_revision, runtime_versions
-from cellbed.experiment.scenario import Scenario
-from cellbed.experiment.twin import TwinDriver
+from cellbed.experiment.real.driver import RealCellDriver
+from cellbed.experiment.report.write import write_report
+from cellbed.experiment.results.writer import ResultsWriter, build_manifest, git_revision, runtime_versions
+from cellbed.experiment.scenario.file import Scenario
+from cellbed.experiment.twin.driver import TwinDriver
 from cellbed.model.cell import ModelCell
 from cellbed.model.megha import megha_cell
 from cellbed.model.megha_run import JobsWorkload

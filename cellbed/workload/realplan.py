@@ -1,8 +1,10 @@
 """Which tasks of a scenario's stream become VMs on a real cell, and what each VM is: the one
-decision the real-cell runner (:mod:`cellbed.experiment.realrun`) and its model twin
-(:mod:`cellbed.experiment.twin`) share, so that ``cellctl compare`` runs the *same* VMs on both.
+decision the real-cell runner (:mod:`cellbed.experiment.real.run`) and its model twin
+(:mod:`cellbed.experiment.twin.driver`) share, so that ``cellctl compare`` runs the *same* VMs on both.
 
-Pure: the stream in, a plan out. Per ``AddTask`` (in stream order) a decision:
+Both read the run's stream the same way (:func:`read_stream`, the generator's events up to the
+run's end); the plan is pure: the stream in, a plan out. Per ``AddTask`` (in stream order) a
+decision:
 
 * ``short``: the run lives less than ``workload.real.min_task_s`` (its end is the first
   ``RemoveTask`` of the task after it; none in the run: it lives on);
@@ -23,6 +25,8 @@ from typing import Iterable
 from cellbed.domain.names import task_name
 from cellbed.domain.vm import max_wss_mib
 from cellbed.workload import events as ev
+from cellbed.workload.generator import WorkloadGenerator
+from cellbed.workload.generator_config import GeneratorConfig
 
 USE_OF_REQUEST = 0.45
 """A VM's CPU use until its first usage record: the GCD mean use/request ratio (digest §E)."""
@@ -95,6 +99,19 @@ def planned_vm(t: float, end: float, e: ev.AddTask, scale: ScaleDown) -> Planned
                      req_cores=max(0.01, req), use_cores=use, mem_mib=mem, wss_mib=scale.wss(mem),
                      dirty_mib_s=scale.dirty(use), production=e.priority >= PRODUCTION_PRIORITY,
                      priority=e.priority, user=e.user)
+
+
+def read_stream(gen_cfg: GeneratorConfig, duration_s: float) -> list:
+    """The generator's events up to *duration_s*, as (simulated s from the first event, event)."""
+    out, t0 = [], None
+    for e in WorkloadGenerator(gen_cfg):
+        if t0 is None:
+            t0 = e.time_us
+        t = (e.time_us - t0) / 1e6
+        if t > duration_s:
+            break
+        out.append((t, e))
+    return out
 
 
 def run_ends(stream: list[tuple[float, ev.WorkloadEvent]]) -> list[float]:

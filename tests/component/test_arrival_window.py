@@ -13,7 +13,7 @@ import pytest
 
 from cellbed.domain.errors import InvalidArgument
 from cellbed.experiment.runner import model_cell_params
-from cellbed.experiment.scenario import load_scenario
+from cellbed.experiment.scenario.file import load_scenario
 from cellbed.model.cell import ModelCell
 from cellbed.runtime.clock import run_virtual
 from tests.component.test_scale_equivalence import SCENARIO

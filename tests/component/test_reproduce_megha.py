@@ -15,7 +15,7 @@ import pytest
 
 from cellbed.experiment import load_scenario
 from cellbed.experiment.runner import run_scenario
-from cellbed.experiment.sweep import load_spec, plan_sweep
+from cellbed.experiment.sweep.plan import load_spec, plan_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))

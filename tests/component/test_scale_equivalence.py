@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from cellbed.experiment.runner import model_cell_params
-from cellbed.experiment.scenario import load_scenario
+from cellbed.experiment.scenario.file import load_scenario
 from cellbed.model.cell import ModelCell
 from cellbed.runtime.clock import run_virtual
 

@@ -20,8 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cellbed.experiment.report_summary import summarize
-from cellbed.experiment.results import load_run
+from cellbed.experiment.report.summary import summarize
+from cellbed.experiment.results.writer import load_run
 from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,10 +13,10 @@ from cellbed.domain.overhead import GuestOverhead
 from cellbed.domain.vm import MigrationOptions, VmSpec
 from cellbed.experiment import load_run
 from cellbed.workload import realplan
-from cellbed.experiment.realcell import RealCellDriver
-from cellbed.experiment.realrun import read_stream
-from cellbed.experiment.scenario import load_scenario
-from cellbed.experiment.twin import twin_events
+from cellbed.experiment.real.driver import RealCellDriver
+from cellbed.experiment.results.files import VM_COLUMNS
+from cellbed.experiment.scenario.file import load_scenario
+from cellbed.experiment.twin.driver import twin_events
 from cellbed.runtime.clock import run_virtual
 from cellbed.workload import events as ev
 
@@ -134,7 +134,7 @@ def test_the_twin_runs_the_real_runners_vms(tmp_path):
     # the plan, worked out independently from the scenario as the real runner does
     sc = load_scenario(SCENARIO, SETS)
     drv = RealCellDriver(sc)
-    stream = read_stream(drv.gen_cfg, sc.run.duration_s)
+    stream = realplan.read_stream(drv.gen_cfg, sc.run.duration_s)
     p = realplan.plan(stream, drv.scale, hosts=3, max_vms_per_host=4, min_task_s=120.0, task_fraction=1.0, seed=1)
     t = done["tasks"]
     assert (t["added"], t["vms_created"], t["not_vm_box_full"], t["not_vm_short"]) == \
@@ -155,14 +155,14 @@ def test_the_twin_runs_the_real_runners_vms(tmp_path):
 
 def test_damaged_real_run_files_are_refused_naming_the_file(tmp_path):
     from cellbed.domain.errors import FailedPrecondition
-    from cellbed.experiment import compare
-    from cellbed.experiment.run_reader import Run
+    from cellbed.experiment.compare import run as compare
+    from cellbed.experiment.results.reader import Run
     run = Run(path=tmp_path, manifest={}, completed={}, ticks={})
     sc = load_scenario(SCENARIO)
     (tmp_path / "vms.csv").write_text("t_s,host,vm\n60,h1\n")                    # a short row, no columns
     with pytest.raises(FailedPrecondition, match=r"vms\.csv: cannot fit the guest overhead"):
         compare.fit_guest(run, sc)
-    (tmp_path / "vms.csv").write_text(",".join(compare.twin_fit.VM_COLUMNS) + "\n" +
+    (tmp_path / "vms.csv").write_text(",".join(VM_COLUMNS) + "\n" +
                                       "\n".join(",".join(["x"] * 12) for _ in range(5)) + "\n")
     with pytest.raises(FailedPrecondition, match="ValueError"):
         compare.fit_guest(run, sc)

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from cellbed.cell import cell as cellmod
-from cellbed.experiment.chaos_observe import libvirt_uri as chaos_libvirt_uri
+from cellbed.experiment.chaos.observe import libvirt_uri as chaos_libvirt_uri
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUEST = os.path.join(REPO, "build", "guest")

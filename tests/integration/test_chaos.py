@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from cellbed.cell import cell as cellmod
-from cellbed.experiment.chaos_plan import FAULTS, NETEM
+from cellbed.experiment.chaos.plan import FAULTS, NETEM
 from tests.integration.conftest import _can_run_cells
 
 pytestmark = pytest.mark.integration

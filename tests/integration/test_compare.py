@@ -16,7 +16,7 @@ from matplotlib.image import imread
 
 from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run
-from cellbed.experiment.compare_plots import PLOTS
+from cellbed.experiment.compare.plots import PLOTS
 from tests.integration.conftest import _can_run_cells, netns
 
 pytestmark = pytest.mark.integration

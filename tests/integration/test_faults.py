@@ -1,7 +1,7 @@
 """Crash recovery of live migration on a real 2-host cell (issue 12): one test per fault kind,
 injected during pre-copy with the real mechanism (SIGKILL by recorded PID, the QEMU found in
 the host's recorded cgroup, the link cut inside the host's namespace). After each, the
-invariant checker (cellbed/experiment/chaos_checker.py) must pass on what the cell shows: the
+invariant checker (cellbed/experiment/chaos/checker.py) must pass on what the cell shows: the
 VM runs in exactly one libvirt and is listed by exactly one daemon, the same host; its guest
 kept its boot id and its heartbeat advances; the migration has exactly one final record, whose
 outcome matches where the VM is; no lease outlives its migration."""
@@ -12,9 +12,9 @@ import subprocess
 import pytest
 
 from cellbed.cell import cell as cellmod, cell_pki
-from cellbed.experiment import chaos_faults as faults
-from cellbed.experiment.chaos_checker import check_history
-from cellbed.experiment.chaos_observe import libvirt_uri, snapshot
+from cellbed.experiment.chaos import faults
+from cellbed.experiment.chaos.checker import check_history
+from cellbed.experiment.chaos.observe import libvirt_uri, snapshot
 from cellbed.v1 import node_pb2 as npb
 from tests.conftest import wait_until
 from tests.integration.conftest import _can_run_cells

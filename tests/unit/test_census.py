@@ -1,10 +1,10 @@
-"""The end-of-run census of a real run (cellbed/experiment/census.py): each row plants what the
+"""The end-of-run census of a real run (cellbed/experiment/real/census.py): each row plants what the
 hosts listed and leased, and names what must be found. A VM that its source has let go and its
 destination has not yet been asked to verify is listed by no host but leased by one: in flight,
 never lost."""
 import pytest
 
-from cellbed.experiment.census import Census, Reading, census, settled
+from cellbed.experiment.real.census import Census, Reading, census, settled
 
 LIVE = ("a", "b")
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from cellbed.experiment.chaos_checker import (Domain, Guest, Record, Reservation, Snapshot, check,
+from cellbed.experiment.chaos.checker import (Domain, Guest, Record, Reservation, Snapshot, check,
                                               check_history)
 
 VMS = ["a", "b"]

@@ -4,7 +4,7 @@ import collections
 import pytest
 
 from cellbed.domain.errors import FailedPrecondition, InvalidArgument
-from cellbed.experiment.chaos_plan import FAULT_PHASES, FAULTS, parse_faults, schedule
+from cellbed.experiment.chaos.plan import FAULT_PHASES, FAULTS, parse_faults, schedule
 
 
 def test_every_kind_is_drawn_once_the_campaign_is_long_enough_and_the_schedule_is_seeded():

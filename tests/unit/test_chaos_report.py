@@ -1,5 +1,5 @@
 """The chaos campaign's summary arithmetic (issue 12), on a hand-made history."""
-from cellbed.experiment.chaos_report import restart_settle_s, summary_rows, text
+from cellbed.experiment.chaos.report import restart_settle_s, summary_rows, text
 
 
 def row(step, fault, phase, outcome, violations=(), reconciled=False, injected="SIGKILL x", rec_t=10.0, set_t=12.5):

@@ -17,7 +17,7 @@ from google.protobuf import message_factory
 from cellbed.cli import main as climain, run_cmd
 from cellbed.cli.common import msg_dict
 from cellbed.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument
-from cellbed.experiment import results_dir
+from cellbed.experiment.results import folder
 from cellbed.v1 import common_pb2, masb_pb2, megha_pb2, node_pb2
 from tests.cli_run import run_cli
 
@@ -193,24 +193,24 @@ def make_run(d, extra=()):
 
 
 def test_out_rules(tmp_path):
-    assert results_dir.prepare(tmp_path / "new" / "deeper", False) == tmp_path / "new" / "deeper"
+    assert folder.prepare(tmp_path / "new" / "deeper", False) == tmp_path / "new" / "deeper"
     (tmp_path / "empty").mkdir()
-    results_dir.prepare(tmp_path / "empty", False)
+    folder.prepare(tmp_path / "empty", False)
     (tmp_path / "afile").write_text("x")
     with pytest.raises(InvalidArgument, match="is a file"):
-        results_dir.prepare(tmp_path / "afile", True)
+        folder.prepare(tmp_path / "afile", True)
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "ticks.csv").write_text("mine")
     with pytest.raises(FailedPrecondition, match="not a Cellbed run.*ticks.csv"):
-        results_dir.prepare(foreign, True)
+        folder.prepare(foreign, True)
     assert (foreign / "ticks.csv").read_text() == "mine"
     run = tmp_path / "run"
     make_run(run, extra=("notes.txt",))
     with pytest.raises(AlreadyExists, match="--overwrite"):
-        results_dir.prepare(run, False)
+        folder.prepare(run, False)
     assert (run / "report.md").exists()
-    results_dir.prepare(run, True)
+    folder.prepare(run, True)
     assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]    # the old report and plots are gone
 
 

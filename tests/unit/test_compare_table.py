@@ -1,11 +1,11 @@
-"""The numbers cellctl compare puts side by side (cellbed/experiment/compare_table.py), on a
+"""The numbers cellctl compare puts side by side (cellbed/experiment/compare/table.py), on a
 hand-made tick table whose averages are worked out here."""
 import math
 
 import numpy as np
 import pytest
 
-from cellbed.experiment import compare_table as ct
+from cellbed.experiment.compare import table as ct
 
 
 def ticks():

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from cellbed.domain.errors import FailedPrecondition, InvalidArgument
-from cellbed.experiment.results import ResultsWriter, load_run
+from cellbed.experiment.results.writer import ResultsWriter, load_run
 
 
 def test_a_section_is_added_and_the_start_sections_stay(tmp_path):

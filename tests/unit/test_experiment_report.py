@@ -28,8 +28,8 @@ import pytest
 
 from cellbed.cli.main import main as cellctl
 from cellbed.domain.errors import InvalidArgument
-from cellbed.experiment.report import summarize, write_report
-from cellbed.experiment.results import (
+from cellbed.experiment.report.write import summarize, write_report
+from cellbed.experiment.results.writer import (
     AllocationRow,
     IncompleteRun,
     MigrationRow,
@@ -38,7 +38,7 @@ from cellbed.experiment.results import (
     build_manifest,
     load_run,
 )
-from cellbed.experiment.scenario import parse_scenario
+from cellbed.experiment.scenario.file import parse_scenario
 
 MiB = 2**20
 TICKS = [  # t_s, idle, overloaded, sta, ta, pa, da

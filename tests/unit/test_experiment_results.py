@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cellbed.domain.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from cellbed.experiment.results import (
+from cellbed.experiment.results.writer import (
     ALLOCATION_COLUMNS,
     MIGRATION_COLUMNS,
     TICK_COLUMNS,
@@ -21,7 +21,7 @@ from cellbed.experiment.results import (
     load_run,
     read_table,
 )
-from cellbed.experiment.scenario import parse_scenario
+from cellbed.experiment.scenario.file import parse_scenario
 
 SCENARIO = parse_scenario("[cell]\nnodes = 10\n[run]\nduration_s = 600\nseed = 5\nname = 'rt'")
 
@@ -254,7 +254,7 @@ def test_manifest_accepts_a_plain_dict_and_has_the_format():
 def test_versions_are_obtained_when_asked_and_missing_ones_are_none(tmp_path):
     import platform
 
-    from cellbed.experiment.results import runtime_versions
+    from cellbed.experiment.results.writer import runtime_versions
 
     v = runtime_versions(qemu_binary=str(tmp_path / "no-such-qemu"))
     assert v["python"] == platform.python_version() and v["kernel"] == platform.release()
@@ -264,7 +264,7 @@ def test_versions_are_obtained_when_asked_and_missing_ones_are_none(tmp_path):
 def test_git_revision_marks_uncommitted_changes(tmp_path):
     import subprocess
 
-    from cellbed.experiment.results import git_revision
+    from cellbed.experiment.results.writer import git_revision
 
     assert git_revision(tmp_path) is None  # not a repository
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]

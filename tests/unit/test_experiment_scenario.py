@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cellbed.domain.errors import InvalidArgument, NotFound
-from cellbed.experiment.scenario import (
+from cellbed.experiment.scenario.file import (
     FRONTENDS,
     Scenario,
     apply_overrides,

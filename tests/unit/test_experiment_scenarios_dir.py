@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from cellbed.experiment.scenario import load_scenario
-from cellbed.experiment.sweep import load_spec, plan_sweep
+from cellbed.experiment.scenario.file import load_scenario
+from cellbed.experiment.sweep.plan import load_spec, plan_sweep
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 FILES = sorted(SCENARIOS.glob("*.toml"))

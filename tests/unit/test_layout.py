@@ -2,25 +2,43 @@
 
 * no cycle between Cellbed's packages (``cellbed.X``, and ``cellbed.X.Y`` for the policy
   families), and no import of a layer above from a layer below;
+* no import circle between any two or more modules (the module-level imports, ``TYPE_CHECKING``
+  ones included: a circle drawn only for the type checker is still one concept split in two);
+* ``cellbed/experiment/`` is a house of rooms (issue 26): at most ``MAX_EXPERIMENT_MODULES``
+  modules at its top level, beside its subpackages, and no circle between its rooms (each room,
+  and each top-level module, one node);
+* no ``*Mixin`` class in the agents (``daemon/``, ``broker/``, ``controller/``): an agent is
+  composed of parts that own their state, not one class split across files;
 * no function-local import of a ``cellbed`` module (they are how cycles used to be dodged);
 * no access to another object's private attribute (``x._name`` where ``x`` is not ``self``/``cls``);
 * libvirt imported only by ``daemon/hv_libvirt.py``;
 * no non-generated, non-test Python file over 450 lines.
 
 Every exception is listed below with its reason. ``python tests/unit/test_layout.py`` prints the
-figures (packages, edges, local imports, private accesses, the largest files).
+figures (packages, edges, module circles, local imports, private accesses, the experiment's rooms,
+the largest files).
 """
 from __future__ import annotations
 
 import ast
 import collections
+import functools
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = {"cellbed": REPO / "cellbed", "cellbed.daemon": REPO / "daemon", "cellbed.broker": REPO / "broker",
          "cellbed.controller": REPO / "controller"}
 MAX_LINES = 450
+EXPERIMENT = REPO / "cellbed" / "experiment"
+MAX_EXPERIMENT_MODULES = 8
+"""Top-level modules of cellbed/experiment/, its __init__.py counted: the shared base (runner,
+progress, ...) and the facade; everything else lives in a room (subpackage) by capability."""
+MIXIN_FREE = (REPO / "daemon", REPO / "broker", REPO / "controller")
 
 # Layers, bottom up. A package may import its own layer's packages (without cycles) and the ones below.
 LAYERS = [
@@ -49,6 +67,16 @@ PRIVATE_ACCESS_EXCEPTIONS = {
 PRIVATE_OK = {"_replace", "_asdict", "_fields", "_make", "_value_", "_name_", "_member_map_",
               "_value2member_map_", "_exit", "_current_frames", "_getframe"}
 """Python's own documented underscore APIs (namedtuple, enum, os, sys)."""
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(text: str, name: str) -> ast.Module:
+    return ast.parse(text, name)
+
+
+def parse(path: Path) -> ast.Module:
+    """*path*'s syntax tree, parsed once per content (the walkers below share it; none changes it)."""
+    return _parsed(path.read_text(), str(path))
 
 
 def modules() -> dict[str, Path]:
@@ -88,9 +116,12 @@ def _resolve(mod: str, path: Path, node: ast.ImportFrom) -> list[str]:
     return [prefix] + [f"{prefix}.{a.name}" for a in node.names]
 
 
-def imports(mod: str, path: Path):
-    """(imported module, is_local, lineno) for every cellbed import in *mod*."""
-    tree = ast.parse(path.read_text(), str(path))
+def imports(mod: str, path: Path, *, type_checking: bool = False, known_modules=None):
+    """(imported module, is_local, lineno) for every cellbed import in *mod*; with *type_checking*
+    the imports under ``if TYPE_CHECKING:`` too (as module-level ones). ``from P import n`` names
+    module ``P.n`` when that is one of *known_modules* (default: Cellbed's), else ``P``."""
+    universe = ALL if known_modules is None else known_modules
+    tree = parse(path)
     out = []
 
     def visit(node, depth):
@@ -101,11 +132,11 @@ def imports(mod: str, path: Path):
                     out.append((a.name, local, child.lineno))
             elif isinstance(child, ast.ImportFrom):
                 names = _resolve(mod, path, child)
-                known = [n for n in names[1:] if n in ALL]
+                known = [n for n in names[1:] if n in universe]
                 out.extend((n, local, child.lineno) for n in (known or names[:1]))
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 visit(child, depth + 1)
-            elif isinstance(child, ast.If) and _is_type_checking(child):
+            elif isinstance(child, ast.If) and _is_type_checking(child) and not type_checking:
                 continue
             else:
                 visit(child, depth)
@@ -169,6 +200,75 @@ def find_cycles(g: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def module_graph(mods: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module -> the Cellbed modules it imports at module level (``TYPE_CHECKING`` imports
+    included; an import of a name resolves to the module that holds it, an import of a package
+    to its ``__init__``). Generated code (``*_pb2``) is left out: it imports nothing of ours."""
+    mods = ALL if mods is None else mods
+    g: dict[str, set[str]] = collections.defaultdict(set)
+    for mod, path in mods.items():
+        for m, local, _ in imports(mod, path, type_checking=True, known_modules=mods):
+            if local:
+                continue
+            while m and m not in mods:
+                m = m.rpartition(".")[0]
+            if m and m != mod:
+                g[mod].add(m)
+    return g
+
+
+def rooms(root: Path = EXPERIMENT) -> dict[str, tuple[int, int]]:
+    """The subpackages of *root*: name -> (Python files, lines), subfolders included."""
+    out = {}
+    for d in sorted(p for p in root.iterdir() if (p / "__init__.py").is_file()):
+        files = sorted(d.rglob("*.py"))
+        out[d.name] = (len(files), sum(len(f.read_text().splitlines()) for f in files))
+    return out
+
+
+def top_level_modules(root: Path = EXPERIMENT) -> list[str]:
+    """The Python files directly in *root*, its __init__.py included."""
+    return sorted(p.name for p in root.glob("*.py"))
+
+
+def room_violations(root: Path = EXPERIMENT, limit: int = MAX_EXPERIMENT_MODULES) -> list[str]:
+    top = top_level_modules(root)
+    if len(top) <= limit:
+        return []
+    return [f"{root.relative_to(root.parents[1])}: {len(top)} top-level modules (at most {limit}; put the "
+            f"rest in a room by capability): {', '.join(top)}"]
+
+
+def room_graph(g: dict[str, set[str]] | None = None, house: str = "cellbed.experiment") -> dict[str, set[str]]:
+    """The module graph folded onto *house*'s rooms: a subpackage is one node, and so is each
+    top-level module (the base and the facade: ``__init__``)."""
+    g = module_graph() if g is None else g
+
+    def room(m: str) -> str | None:
+        if m == house:
+            return "__init__"
+        return m[len(house) + 1:].split(".")[0] if m.startswith(house + ".") else None
+    out: dict[str, set[str]] = collections.defaultdict(set)
+    for a, bs in g.items():
+        ra = room(a)
+        for b in bs:
+            rb = room(b)
+            if ra and rb and ra != rb:
+                out[ra].add(rb)
+    return out
+
+
+def mixin_classes(roots=MIXIN_FREE) -> list[str]:
+    """Classes named ``*Mixin`` under *roots*."""
+    out = []
+    for root in roots:
+        for p in sorted(root.rglob("*.py")):
+            for node in ast.walk(parse(p)):
+                if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin"):
+                    out.append(f"{p.relative_to(root.parent)}:{node.lineno}: class {node.name}")
+    return out
+
+
 def layer_of(pkg: str) -> int:
     for i, (_, pkgs) in enumerate(LAYERS):
         if pkg in pkgs or any(pkg.startswith(p + ".") for p in pkgs):
@@ -192,7 +292,7 @@ def local_imports() -> list[str]:
 def private_accesses() -> list[str]:
     bad = []
     for mod, path in ALL.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parse(path)
         for node in ast.walk(tree):
             if not isinstance(node, ast.Attribute):
                 continue
@@ -213,7 +313,7 @@ def private_accesses() -> list[str]:
 def libvirt_importers() -> list[str]:
     out = []
     for mod, path in ALL.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parse(path)
         for node in ast.walk(tree):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
@@ -239,14 +339,14 @@ def agent_constructions() -> list[str]:
     for mod, path in ALL.items():
         if mod == "cellbed.assembly":
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
                 if name in AGENT_CLASSES:
                     out.append(f"{path.relative_to(REPO)}:{node.lineno}: {name}(...)")
     for p in (REPO / "scripts").rglob("*.py"):
-        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+        for node in ast.walk(parse(p)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in AGENT_CLASSES:
                 out.append(f"{p.relative_to(REPO)}:{node.lineno}: {node.func.id}(...)")
     return out
@@ -257,6 +357,27 @@ def agent_constructions() -> list[str]:
 def test_no_package_cycles():
     cycles = find_cycles(package_graph())
     assert not cycles, "package cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_module_circles():
+    """Strongly connected components of the module graph: two modules that import each other
+    (also only under TYPE_CHECKING, also through others) are one concept in two files, or a
+    shared piece that belongs below both."""
+    circles = find_cycles(module_graph())
+    assert not circles, "module circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_experiment_is_a_house_of_rooms():
+    bad = room_violations()
+    assert not bad, "\n".join(bad)
+    circles = find_cycles(room_graph())
+    assert not circles, "circles between cellbed/experiment's rooms: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+@pytest.mark.xfail(strict=True, reason="house-san/house-node land the composition")
+def test_no_mixins_in_the_agents():
+    bad = mixin_classes()
+    assert not bad, "compose the agent of parts instead:\n" + "\n".join(bad)
 
 
 def test_no_layer_imports_a_layer_above():
@@ -310,6 +431,19 @@ def test_every_package_is_in_the_wheel():
     assert found - listed == set(), f"add to pyproject [tool.setuptools] packages: {sorted(found - listed)}"
 
 
+@pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git checkout")
+def test_no_package_file_is_ignored_by_git():
+    """.gitignore ignores every ``results/`` folder (run outputs): a package of that name (or any
+    other an ignore rule matches) would lose its files from commits while the editable install,
+    which reads the working tree, kept working."""
+    files = sorted(str(p.relative_to(REPO)) for root in ROOTS.values() for p in root.rglob("*.py")
+                   if "__pycache__" not in p.parts)
+    r = subprocess.run(["git", "-C", str(REPO), "check-ignore", "--no-index", "--stdin"], input="\n".join(files),
+                       capture_output=True, text=True)
+    assert r.returncode in (0, 1), r.stderr
+    assert r.stdout == "", "git ignores these source files (add an exception to .gitignore):\n" + r.stdout
+
+
 def test_the_checker_sees_planted_violations(tmp_path):
     """The walkers can fail: a planted cycle, a local import and a private access are found."""
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -321,10 +455,56 @@ def test_the_checker_sees_planted_violations(tmp_path):
     assert "_secret" in attrs
 
 
+def test_the_checker_sees_a_planted_module_circle_a_crowded_room_and_a_mixin(tmp_path):
+    """A 2-module circle (one side only under TYPE_CHECKING), a circle between two rooms, an
+    experiment folder with 9 top-level modules, and a ``FooMixin`` class in an agent folder: each
+    is found; the same tree without them passes."""
+    pkg = tmp_path / "zz"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from cellbed.zz import b\n\ndef f():\n    from cellbed.zz import c\n")  # local: no edge
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cellbed.zz.a import X\n")
+    (pkg / "c.py").write_text("from cellbed.zz.a import Y\n")
+    mods = {"cellbed.zz": pkg / "__init__.py", **{f"cellbed.zz.{m}": pkg / f"{m}.py" for m in "abc"}}
+    g = module_graph(mods)
+    assert g == {"cellbed.zz.a": {"cellbed.zz.b"}, "cellbed.zz.b": {"cellbed.zz.a"}, "cellbed.zz.c": {"cellbed.zz.a"}}
+    assert find_cycles(g) == [["cellbed.zz.a", "cellbed.zz.b"]]
+    (pkg / "b.py").write_text("X = 1\n")
+    assert find_cycles(module_graph(mods)) == []
+    rooms_circle = {"cellbed.experiment.a.x": {"cellbed.experiment.b.y", "cellbed.domain.errors"},
+                    "cellbed.experiment.b.z": {"cellbed.experiment.a.w", "cellbed.experiment.base"},
+                    "cellbed.experiment": {"cellbed.experiment.a.x"}}
+    assert room_graph(rooms_circle) == {"a": {"b"}, "b": {"a", "base"}, "__init__": {"a"}}
+    assert find_cycles(room_graph(rooms_circle)) == [["a", "b"]]
+
+    exp = tmp_path / "cellbed" / "experiment"
+    (exp / "room").mkdir(parents=True)
+    (exp / "room" / "__init__.py").write_text("")
+    (exp / "room" / "one.py").write_text("A = 1\nB = 2\n")
+    for i in range(8):
+        (exp / f"m{i}.py").write_text("")
+    assert room_violations(exp) == [] and rooms(exp) == {"room": (2, 2)}
+    (exp / "m8.py").write_text("")
+    bad = room_violations(exp)
+    assert len(bad) == 1 and bad[0].startswith("cellbed/experiment: 9 top-level modules (at most 8")
+
+    agent = tmp_path / "daemon"
+    (agent / "san").mkdir(parents=True)
+    (agent / "san" / "host.py").write_text("class Host:\n    pass\n")
+    assert mixin_classes([agent]) == []
+    (agent / "san" / "foo.py").write_text("class Base:\n    class FooMixin:\n        pass\n")
+    assert mixin_classes([agent]) == ["daemon/san/foo.py:2: class FooMixin"]
+
+
 if __name__ == "__main__":
     g = package_graph()
     print("packages:", len(set(g) | {w for ws in g.values() for w in ws}), "edges:", sum(map(len, g.values())))
     print("cycles:", find_cycles(g))
+    mg = module_graph()
+    circles = find_cycles(mg)
+    print("modules:", len(ALL), "module edges:", sum(map(len, mg.values())), "module circles:", len(circles))
+    for c in circles:
+        print("  " + " <-> ".join(c))
     li = local_imports()
     print("function-local cellbed imports:", len(li))
     pa = private_accesses()
@@ -333,6 +513,14 @@ if __name__ == "__main__":
         print("\n".join(li + pa))
     print("libvirt importers:", libvirt_importers())
     print("agent constructions outside the assembly:", agent_constructions())
+    top = top_level_modules()
+    print(f"cellbed/experiment/ top-level modules: {len(top)} (at most {MAX_EXPERIMENT_MODULES}):", ", ".join(top))
+    rs = rooms()
+    print(f"cellbed/experiment/ rooms: {len(rs)}; circles between rooms: {len(find_cycles(room_graph(mg)))}")
+    for name, (files, lines) in rs.items():
+        print(f"  {name + '/':10s} {files:3d} files {lines:6d} lines")
+    mx = mixin_classes()
+    print("*Mixin classes in daemon/, broker/, controller/:", len(mx))
     lf = long_files()
     print("files > 400 lines:", sum(1 for n, _ in lf if n > 400), "> 450:", sum(1 for n, _ in lf if n > 450))
     for n, p in lf[:20]:

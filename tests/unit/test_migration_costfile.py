@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cellbed.domain.errors import InvalidArgument
-from cellbed.experiment.scenario import load_scenario, schema_docs
+from cellbed.experiment.scenario.file import load_scenario, schema_docs
 from cellbed.policy.migration import costfile, costfit
 from cellbed.policy.migration.cost import PrecopyParams
 from tests.cli_run import run_cli

@@ -1,4 +1,4 @@
-"""Which tasks become VMs on a real cell (cellbed/experiment/realplan.py): the one decision the
+"""Which tasks become VMs on a real cell (cellbed/workload/realplan.py): the one decision the
 real-cell runner and its model twin share. Table tests with hand-made streams."""
 import math
 

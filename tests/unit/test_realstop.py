@@ -1,4 +1,4 @@
-"""The live runner's StopVm retries (cellbed/experiment/realstop.py), on a virtual clock: a refusal
+"""The live runner's StopVm retries (cellbed/experiment/real/stop.py), on a virtual clock: a refusal
 while a migration runs is waited out, for longer than a migration can take."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from cellbed.domain import errors
-from cellbed.experiment.realstop import STOP_BUDGET_S, retry_waits, stop_until_done
+from cellbed.experiment.real.stop import STOP_BUDGET_S, retry_waits, stop_until_done
 from cellbed.runtime.clock import run_virtual
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from cellbed.domain.errors import AlreadyExists, FailedPrecondition
-from cellbed.experiment.results_files import RESULTS_FORMAT
-from cellbed.experiment.scenario import Scenario, load_scenario
-from cellbed.experiment.schema_keys import parse_value
-from cellbed.experiment.sweep import (NO_GRID, load_spec, plan_sweep, point_name, resolved, run_state, scenario_hash,
+from cellbed.experiment.results.files import RESULTS_FORMAT
+from cellbed.experiment.scenario.file import Scenario, load_scenario
+from cellbed.experiment.scenario.keys import parse_value
+from cellbed.experiment.sweep.plan import (NO_GRID, load_spec, plan_sweep, point_name, resolved, run_state, scenario_hash,
                                       toml_value)
-from cellbed.experiment.sweep_progress import SweepProgress
-from cellbed.experiment.sweep_run import SweepLoop, SweepOutcome, classify, local_workers, write_sweep_file
-from cellbed.experiment.sweep_worker import RunTask
+from cellbed.experiment.sweep.progress import SweepProgress
+from cellbed.experiment.sweep.run import SweepLoop, SweepOutcome, classify, local_workers, write_sweep_file
+from cellbed.experiment.sweep.worker import RunTask
 from tests.cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,9 +1,9 @@
 """The model twin's guest overhead and migration link, fitted from a real run's samples
-(cellbed/experiment/twin_fit.py): hand-made rows whose answer is worked out here."""
+(cellbed/experiment/twin/fit.py): hand-made rows whose answer is worked out here."""
 import pytest
 
 from cellbed.domain.overhead import GuestOverhead
-from cellbed.experiment import twin_fit
+from cellbed.experiment.twin import fit as twin_fit
 
 
 def row(vm="a", state="running", age=100.0, load=0.1, used=0.1, mem=128, rss=240.0, boot=6.0, t=60.0):

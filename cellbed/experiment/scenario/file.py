@@ -1,0 +1,389 @@
+"""Scenario files: the TOML that names one experiment (DESIGN §10.4, §13).
+
+A scenario has five tables::
+
+    [cell]        model cell of N nodes, or a real cell of H hosts
+    [workload]    generator (params → GeneratorConfig) or GCD trace (+ TraceOptions),
+                  multiplier, compaction, time compression, real-cell scale-down
+    [policy]      the policy at every stage: front-end, fit test, scores, SAN and its
+                  constants, Megha's GMs/LMs/shares, sampling probes
+    [run]         duration, tick, seed, name
+    [migration]   the migration cost model's calibration file (model cells)
+
+Every key has a default (the papers' value where there is one; ``[RECON]`` where
+there is none), a unit in its name or doc, and a validator.  Bad values and
+unknown keys raise :class:`cellbed.domain.errors.InvalidArgument` naming the dotted key
+and what is allowed.  ``--set key=value`` overrides go through the same checks.
+
+Public API::
+
+    load_scenario(path, overrides=()) -> Scenario
+    parse_scenario(data, overrides=(), *, base_dir=None, default_name="") -> Scenario
+    apply_overrides(raw, overrides) -> dict
+    schema_docs() -> dict[str, KeyDoc]
+    Scenario.as_dict() / .as_manifest() / .generator_config() / .trace_options()
+    Scenario.stage_policies()
+
+Notes on the shape:
+
+* ``policy.san`` is a table (``[policy.san] enabled = true, max_util = 0.9, ...``).
+  TOML cannot hold both ``san = true`` and a ``[policy.san]`` table, so the switch
+  is ``policy.san.enabled``; ``san = false`` (a bare bool) is accepted as shorthand,
+  and so is ``--set policy.san=false``.
+* ``[workload.generator]`` is passed to :meth:`GeneratorConfig.from_mapping`, except
+  the five keys a scenario owns elsewhere: ``nodes`` (``cell.nodes``/``cell.hosts``),
+  ``duration_s`` (``run.duration_s``), ``seed`` (``run.seed``),
+  ``workload_multiplier`` (``workload.multiplier``) and ``compaction``
+  (``workload.compaction``).  Setting them there is an error naming the right key.
+"""
+from __future__ import annotations
+
+import copy
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from cellbed.domain.config import check_keys
+from cellbed.domain.errors import InvalidArgument, NotFound
+from cellbed.policy.scores import DEFAULT_BANDS, SiasParams, SrasParams
+from cellbed.workload import GeneratorConfig, TraceOptions
+from cellbed.experiment.scenario.schema import build_section, coerce, section
+from cellbed.experiment.scenario.sections import (
+    CellSection,
+    FIT_NAMES,
+    FRONTENDS,
+    MeghaSection,
+    MigrationSection,
+    PolicySection,
+    RealScaleSection,
+    RunSection,
+    SamplingSection,
+    SanSection,
+    TraceSection,
+    WorkloadSection,
+)
+from cellbed.experiment.scenario.keys import KeyDoc, field_at, parse_value, plain, schema_docs_of
+
+__all__ = [
+    "CellSection",
+    "FRONTENDS",
+    "FIT_NAMES",
+    "KeyDoc",
+    "MeghaSection",
+    "MigrationSection",
+    "PolicySection",
+    "RealScaleSection",
+    "RunSection",
+    "SamplingSection",
+    "SanSection",
+    "Scenario",
+    "TraceSection",
+    "WorkloadSection",
+    "apply_overrides",
+    "load_scenario",
+    "parse_scenario",
+    "schema_docs",
+]
+
+"""Initial-placement front-ends: MASB random-BA + SIAS; Megha GMs/LMs; ``central`` = Megha with
+1 GM × 1 LM; ``sampling`` = Sparrow-style d random probes with late binding; ``bestfit`` =
+Borg-like central best-fit over all nodes, no migration of its own (MASB Table 3 baseline)."""
+# GeneratorConfig fields a scenario sets from elsewhere: field → the dotted key that owns it.
+GENERATOR_OWNED = {
+    "nodes": "cell.nodes (model cell) or cell.hosts (real cell)",
+    "duration_s": "run.duration_s",
+    "seed": "run.seed",
+    "workload_multiplier": "workload.multiplier",
+    "compaction": "workload.compaction",
+}
+
+
+# ---------------------------------------------------------------------------
+# the knob helper: a dataclass field with its doc and validator attached
+# ---------------------------------------------------------------------------
+
+# ---------------------------------------------------------------------------
+# the schema
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole validated scenario. Build it with :func:`load_scenario` or :func:`parse_scenario`."""
+
+    cell: CellSection = section(CellSection, "the cell")
+    workload: WorkloadSection = section(WorkloadSection, "the workload")
+    policy: PolicySection = section(PolicySection, "the policy at every stage")
+    run: RunSection = section(RunSection, "run length, tick, seed, name")
+    migration: MigrationSection = section(MigrationSection, "the migration cost model's calibration")
+
+    def __post_init__(self) -> None:
+        w, c, p = self.workload, self.cell, self.policy
+        if w.source == "trace" and not w.trace.path:
+            raise InvalidArgument("workload.trace.path is required when workload.source = 'trace'")
+        if w.source == "generator" and w.trace.path:
+            raise InvalidArgument(f"workload.trace.path={w.trace.path!r} is set but workload.source = 'generator':"
+                                  " set workload.source = 'trace' or remove the path")
+        if c.kind == "model" and w.time_compression != 1.0:
+            raise InvalidArgument(f"workload.time_compression={w.time_compression:g} applies to real cells only: "
+                                  "a model cell runs in virtual time (set 1.0, or cell.kind = 'real')")
+        if p.frontend == "central" and (p.megha.gms, p.megha.lms) != (1, 1):
+            raise InvalidArgument(f"policy.frontend='central' is Megha with 1 GM × 1 LM: set policy.megha.gms = 1 "
+                                  f"and policy.megha.lms = 1 (got {p.megha.gms} × {p.megha.lms})")
+        if (c.kind == "model" and p.frontend in ("megha", "sampling") and w.source != "trace"
+                and p.megha.lms > c.nodes):      # a trace brings its own machines: checked at build
+            raise InvalidArgument(f"policy.megha.lms={p.megha.lms} is out of range: allowed 1..{c.nodes} "
+                                  f"(each LM needs one of the cell.nodes = {c.nodes} nodes at least)")
+        if w.source == "generator":
+            self.generator_config()  # validates [workload.generator] against the rest
+        if w.source == "jobs":
+            if c.kind != "model" or p.frontend not in ("megha", "central", "sampling"):
+                raise InvalidArgument(f"workload.source='jobs' runs on a model cell with a Megha front-end (megha, "
+                                      f"central, sampling): got cell.kind={c.kind!r}, policy.frontend={p.frontend!r}")
+            if w.jobs.arrivals_s >= self.run.duration_s:
+                raise InvalidArgument(f"workload.jobs.arrivals_s={w.jobs.arrivals_s:g} must be < run.duration_s="
+                                      f"{self.run.duration_s:g} (the rest of the run is the drain)")
+
+    # ------------------------------------------------------------------
+    def generator_config(self) -> GeneratorConfig:
+        """The GeneratorConfig this scenario runs: [workload.generator] plus the keys the scenario owns.
+
+        Raises InvalidArgument naming the dotted key on any bad value.
+        """
+        g = self.workload.generator
+        known = [f.name for f in fields(GeneratorConfig)]
+        for k in g:
+            if k in GENERATOR_OWNED:
+                raise InvalidArgument(f"workload.generator.{k} is set by {GENERATOR_OWNED[k]}: remove it from "
+                                      "[workload.generator]")
+        check_keys(g, [n for n in known if n not in GENERATOR_OWNED], "workload.generator", dotted="workload.generator")
+        data = dict(g)
+        data.update(nodes=self.cell.nodes if self.cell.kind == "model" else self.cell.hosts,
+                    duration_s=self.run.duration_s, seed=self.run.seed,
+                    workload_multiplier=self.workload.multiplier, compaction=self.workload.compaction)
+        try:
+            return GeneratorConfig.from_mapping(data)
+        except (ValueError, TypeError) as e:
+            raise InvalidArgument(_generator_message(str(e))) from None
+
+    def trace_options(self) -> TraceOptions:
+        """The TraceOptions for [workload.trace] (path excluded)."""
+        t = self.workload.trace
+        try:
+            return TraceOptions(window_start_us=t.window_start_us, window_end_us=t.window_end_us,
+                                node_fraction=t.node_fraction, node_seed=t.node_seed,
+                                removed_task_grace_us=t.removed_task_grace_us, reorder_window_us=t.reorder_window_us)
+        except ValueError as e:
+            raise InvalidArgument(str(e).replace("TraceOptions.", "workload.trace.")) from None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The scenario's own keys, every one resolved; valid input for :func:`parse_scenario`
+        (``None`` values, which TOML cannot hold, are left out)."""
+        return plain(self, drop_none=True)
+
+    def as_manifest(self) -> dict[str, Any]:
+        """Everything needed to re-run and to read the run (JSON-ready).
+
+        The scenario keys (as :meth:`as_dict`), plus: the full GeneratorConfig (every field), or
+        the trace options; the score parameters and ASR bands in force; and the policy at each stage
+        of the reference architecture (seed 002's warning: write every stage's policy down).
+        """
+        m = plain(self, drop_none=False)
+        if not self.migration.calibration:
+            del m["migration"]      # the default: manifests (and sweeps' scenario hashes) stay as before the key
+        if self.workload.source != "jobs":
+            del m["workload"]["jobs"]   # likewise: only a jobs workload reads [workload.jobs]
+        if self.workload.source == "generator":
+            m["workload"]["generator_resolved"] = plain(self.generator_config(), drop_none=False)
+        elif self.workload.source == "trace":
+            m["workload"]["trace_options"] = plain(self.trace_options(), drop_none=False)
+        m["policy"]["score_params"] = {
+            "sias": plain(SiasParams(), drop_none=False), "sras": plain(SrasParams(), drop_none=False)}
+        m["policy"]["asr_bands"] = plain(DEFAULT_BANDS, drop_none=False)
+        m["stages"] = self.stage_policies()
+        return m
+
+    def stage_policies(self) -> dict[str, str]:
+        """The policy at each stage of seed 002's reference architecture (digest §A.5, §A.8 checklist).
+
+        Stages the runner decides and the scenario does not (e.g. T11 recovery) are left for the
+        runner to add to the manifest.
+        """
+        p, w, san = self.policy, self.workload, self.policy.san
+        fit = ("sum of requests ≤ capacity (memory and CPU)" if p.fit == "sum" else
+               f"GPA: CPU μ'+Φ⁻¹(1−{p.gpa_rho:g})σ' ≤ capacity (≥ {p.gpa_min_samples} samples), memory as a sum")
+        if w.source == "generator":
+            j1 = f"synthetic GCD-shaped generator, seed {self.run.seed}, multiplier {w.multiplier:g}"
+        elif w.source == "jobs":
+            j1 = (f"Megha's Poisson jobs, seed {self.run.seed}: {w.jobs.job_rate_per_1k_nodes:g} jobs/s per "
+                  f"1,000 nodes for {w.jobs.arrivals_s:g} s, the cell {w.jobs.fill:.0%} full at the start")
+        else:
+            j1 = f"GCD-2011 trace {w.trace.path}, node fraction {w.trace.node_fraction:g}, multiplier {w.multiplier:g}"
+        if w.compaction:
+            j1 += f", cell compacted by {w.compaction:.2%}"
+        s: dict[str, str] = {
+            "J1": j1,
+            "J2": "every job eligible (no user or flow-control filter)",
+            "J3": "arrival order (no job sorting)",
+            "T1": "every task of an arrived job",
+            "T2": "FIFO by arrival time",
+        }
+        m = p.megha
+        queues = (f"{len(m.shares)} user queues with shares {list(m.shares)}" if m.shares else "one queue")
+        if p.frontend == "masb":
+            s |= {
+                "M4": "BAs are not filtered",
+                "M5": "a uniformly random BA handles each arrival",
+                "R3": "constraints vs node attributes on the BA's cache (stale ≤ "
+                      f"{san.node_expiry_s:g} s)",
+                "R4": f"{fit}, on requested resources, from the BA cache",
+                "R5": f"highest {p.initial_score} over ≤ {san.initial_scan_limit} matching nodes "
+                      "(requested resources)",
+            }
+        elif p.frontend in ("megha", "central"):
+            s |= {
+                "J2": f"{queues}; a queue is served by one GM, round-robin among its queues",
+                "M4": "LMs by the GM's eventually consistent view (updates every "
+                      f"{m.update_period_s:g} s, piggy-backed on replies)",
+                "M5": f"internal partitions round-robin, then external partitions round-robin across LMs "
+                      f"(repartition); {m.gms} GM × {m.lms} LM",
+                "R3": "constraint bit-vectors ANDed per partition",
+                "R4": f"{fit}, on the GM's view; the LM validates on its true state",
+                "R5": "first fit in partition bit order",
+            }
+        elif p.frontend == "sampling":
+            s |= {
+                "M4": "no scheduler filter; every task's scheduler probes nodes itself",
+                "M5": f"{p.sampling.probes} random probes per task, late binding to the first free",
+                "R3": "constraints vs attributes of the probed nodes",
+                "R4": f"{fit}, on the probed nodes' state",
+                "R5": "first probe to offer a free slot (late binding)",
+            }
+        else:  # bestfit
+            s |= {
+                "M4": "monolithic: one central scheduler",
+                "M5": "the central scheduler",
+                "R3": "constraints vs node attributes over all nodes",
+                "R4": f"{fit}, on requested resources, exact state",
+                "R5": "best fit: the feasible node left with the least free capacity (sum of normalised "
+                      "free CPU and memory)",
+            }
+        if p.frontend in ("megha", "central") and m.shares:
+            s["T10"] = ("Megha fairness: under contention, preempt tasks of the user with the largest share "
+                        "violation; the LM verifies")
+        elif san.enabled and san.spike_policy != "none":
+            s["T10"] = f"RUS spike > {san.rus_threshold:.0%}: {san.spike_policy} non-production VMs on the host"
+        else:
+            s["T10"] = "none"
+        if san.enabled:
+            s["T12"] = (f"SAN on overload (used or production requests > {san.max_util:.0%}): SCS by tabu search "
+                        f"({san.tabu_restarts} restarts × {san.tabu_steps} steps, patience {san.tabu_patience}); "
+                        f"candidates by {p.realloc_score} over ≤ {san.realloc_scan_limit} nodes, "
+                        f"{san.candidate_count} by score-weighted sampling; window {san.window_s:g} s; "
+                        f"target by {p.realloc_score} on fresh usage, score-weighted; "
+                        f"expiry {san.recommendation_expiry_s:g} s")
+        else:
+            s["T12"] = "none (no migration)"
+        return s
+
+
+def _generator_message(msg: str) -> str:
+    """Rename GeneratorConfig.<field> in *msg* to the scenario's dotted key."""
+    owned = {"nodes": "cell.nodes", "duration_s": "run.duration_s", "seed": "run.seed",
+             "workload_multiplier": "workload.multiplier", "compaction": "workload.compaction"}
+    prefix = "GeneratorConfig."
+    if msg.startswith(prefix):
+        name = msg[len(prefix):].split(" ", 1)[0]
+        return owned.get(name, f"workload.generator.{name}") + msg[len(prefix) + len(name):]
+    return f"workload.generator: {msg}"
+
+
+# ---------------------------------------------------------------------------
+# loading and overrides
+# ---------------------------------------------------------------------------
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Return a copy of the scenario table *raw* with each ``key=value`` of *overrides* applied.
+
+    Each key is checked against the schema and each value against its field's type and range
+    before it is applied (errors name the ``--set`` that caused them).
+    """
+    out = copy.deepcopy(dict(raw))
+    for ov in overrides:
+        if "=" not in ov:
+            raise InvalidArgument(f"--set {ov!r}: expected key=value, e.g. run.seed=7")
+        key, text = (s.strip() for s in ov.split("=", 1))
+        tp, meta, parts = field_at(Scenario, key)
+        value = parse_value(key, text, tp)
+        if meta is not None:
+            try:
+                coerce(key, value, tp, meta)
+            except InvalidArgument as e:
+                raise InvalidArgument(f"--set {ov}: {e}") from None
+        node = out
+        for j, p in enumerate(parts[:-1]):
+            nxt = node.get(p)
+            if isinstance(nxt, bool) and j + 1 < len(parts):  # `san = false` shorthand already there
+                nxt = {"enabled": nxt}
+            if not isinstance(nxt, Mapping):
+                nxt = {}
+            node[p] = nxt = dict(nxt)
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def parse_scenario(data: Mapping[str, Any] | str, overrides: Sequence[str] = (), *,
+                   base_dir: str | Path | None = None, default_name: str = "") -> Scenario:
+    """Build a Scenario from TOML text or an already-parsed table, applying ``--set`` overrides.
+
+    *base_dir* resolves a relative ``workload.trace.path``; *default_name* fills an empty
+    ``run.name``.  Raises InvalidArgument naming the key on any problem.
+    """
+    if isinstance(data, str):
+        try:
+            data = tomllib.loads(data)
+        except tomllib.TOMLDecodeError as e:
+            raise InvalidArgument(f"scenario is not valid TOML: {e}") from None
+    raw = apply_overrides(data, overrides)
+    if base_dir is not None:
+        tr = raw.get("workload", {}).get("trace", {}) if isinstance(raw.get("workload"), Mapping) else {}
+        if isinstance(tr, Mapping) and isinstance(tr.get("path"), str) and tr["path"]:
+            p = Path(tr["path"])
+            if not p.is_absolute():
+                raw["workload"] = dict(raw["workload"])
+                raw["workload"]["trace"] = dict(tr, path=str((Path(base_dir) / p).resolve()))
+        mig = raw.get("migration")
+        if isinstance(mig, Mapping) and isinstance(mig.get("calibration"), str) and mig["calibration"]:
+            if not Path(mig["calibration"]).is_absolute():
+                raw["migration"] = dict(mig, calibration=str((Path(base_dir) / mig["calibration"]).resolve()))
+    if default_name:
+        run = raw.get("run", {})
+        if isinstance(run, Mapping) and not run.get("name"):
+            raw["run"] = dict(run, name=default_name)
+    return build_section(Scenario, raw, "")
+
+
+def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """Read and validate the scenario file *path*; ``run.name`` defaults to the file's stem."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise NotFound(f"no scenario file {str(p)!r}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidArgument(f"{p}: not valid TOML: {e}") from None
+    return parse_scenario(data, overrides, base_dir=p.parent, default_name=p.stem)
+
+
+# ---------------------------------------------------------------------------
+# documentation
+# ---------------------------------------------------------------------------
+
+
+def schema_docs() -> dict[str, KeyDoc]:
+    """Every scenario key (dotted) → KeyDoc, in schema order."""
+    return schema_docs_of(Scenario)
