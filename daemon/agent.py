@@ -28,7 +28,7 @@ from cellbed.runtime.jsonl import JsonlStore
 from cellbed.runtime.transport import Transport
 from cellbed.daemon.host_view import HostView
 from cellbed.v1 import node_pb2 as npb
-from cellbed.domain.constraints import constraints_match
+from cellbed.daemon.admission import AdmissionPolicy
 from cellbed.daemon.inventory import Reservation, VmEntry
 from cellbed.daemon.lookup import LookupMixin
 from cellbed.daemon.migration import MigrationMixin
@@ -44,11 +44,13 @@ EVENT_BUFFER = 512
 class NodeAgent(LookupMixin, MonitorMixin, MigrationMixin, ReconcileMixin):
     """Built by :func:`cellbed.assembly.build_node`: clock, transport and backend come from the
     Env (wall clock, gRPC and libvirt on a real cell; virtual time, in-process and model backend
-    on a model cell). Agents in the same process see the host through :meth:`view` and change it
-    only through this class's methods."""
+    on a model cell), the admission rule from the node's configuration. Agents in the same
+    process see the host through :meth:`view` and change it only through this class's methods."""
 
-    def __init__(self, cfg: NodeConfig, backend: Hypervisor, clock: Clock, transport: Transport) -> None:
+    def __init__(self, cfg: NodeConfig, backend: Hypervisor, clock: Clock, transport: Transport,
+                 admit: AdmissionPolicy) -> None:
         self.cfg = cfg
+        self._admission_policy = admit                     # the admission rule (daemon/admission.py)
         self.hv = backend
         self.limits = getattr(backend, "limits", REAL_VM_LIMITS)
         self.clock = clock
@@ -246,43 +248,7 @@ class NodeAgent(LookupMixin, MonitorMixin, MigrationMixin, ReconcileMixin):
 
     def _admit(self, spec: VmSpec, force: bool = False) -> None:
         """Raise FailedPrecondition, with the numbers, unless *spec* fits on this host."""
-        cap_mem, cap_cpu = self.cfg.mem_mib, self.cfg.cpu_cores
-        if spec.constraints and not constraints_match(spec.constraints, self.cfg.attributes):
-            bad = [c for c in spec.constraints if not c.matches(self.cfg.attributes)]
-            raise errors.FailedPrecondition(
-                f"{self.cfg.host}: VM {spec.name} constraint(s) not met: "
-                + ", ".join(f"{c.attribute} {c.op.name} {c.value!r} (host has "
-                            f"{self.cfg.attributes.get(c.attribute)!r})" for c in bad))
-        if force:  # MASB forced migration: against total capacity only
-            if spec.mem_mib > cap_mem or spec.requested_cpu > cap_cpu + 1e-9:
-                raise errors.FailedPrecondition(
-                    f"{self.cfg.host}: VM {spec.name} ({spec.mem_mib} MiB, {spec.requested_cpu:.2f} cores) "
-                    f"exceeds total capacity ({cap_mem} MiB, {cap_cpu:.2f} cores)")
-            return
-        if self.cfg.admission == "used":   # overcommitted cells (MASB): admit on measured use
-            cpu_u, mem_u = self.used()
-            if mem_u + spec.mem_mib > cap_mem or cpu_u + spec.requested_cpu > cap_cpu + 1e-9:
-                raise errors.FailedPrecondition(
-                    f"{self.cfg.host}: used {cpu_u:.2f} cores / {mem_u:.0f} MiB + requested "
-                    f"{spec.requested_cpu:.2f} cores / {spec.mem_mib} MiB > capacity {cap_cpu:.2f} cores / "
-                    f"{cap_mem} MiB")
-            if spec.production:   # production is not overcommitted: its requests must fit
-                pc = sum(e.spec.requested_cpu for e in self.vms.values() if e.spec.production)
-                pm = sum(e.spec.mem_mib for e in self.vms.values() if e.spec.production)
-                pc += sum(r.spec.requested_cpu for r in self.incoming.values() if r.spec.production)
-                pm += sum(r.spec.mem_mib for r in self.incoming.values() if r.spec.production)
-                if pm + spec.mem_mib > cap_mem or pc + spec.requested_cpu > cap_cpu + 1e-9:
-                    raise errors.FailedPrecondition(
-                        f"{self.cfg.host}: production requests {pc:.2f} cores / {pm} MiB + {spec.requested_cpu:.2f} / "
-                        f"{spec.mem_mib} MiB > capacity {cap_cpu:.2f} cores / {cap_mem} MiB")
-            return
-        cpu, mem = self.allocated()
-        if mem + spec.mem_mib > cap_mem:
-            raise errors.FailedPrecondition(
-                f"{self.cfg.host}: memory {mem} + {spec.mem_mib} MiB > capacity {cap_mem} MiB")
-        if cpu + spec.requested_cpu > cap_cpu + 1e-9:
-            raise errors.FailedPrecondition(
-                f"{self.cfg.host}: requested CPU {cpu:.2f} + {spec.requested_cpu:.2f} cores > capacity {cap_cpu:.2f} cores")
+        self._admission_policy(spec, self._view, force)
 
     # --- VM operations -------------------------------------------------------------------
     async def start_vm(self, spec: VmSpec) -> VmEntry:
