@@ -3,7 +3,8 @@
 The rule is a policy, ``AdmissionPolicy(spec, view, force)``: it reads the host's read-only view
 (daemon/host_view.py) and raises FailedPrecondition, with the numbers, unless *spec* fits. The
 assembly (cellbed/assembly.py) picks it from ``NodeConfig.admission`` with
-:func:`admission_policy` and hands it to the agent, which applies it under its admission lock.
+:func:`admission_policy` and hands it to the agent; the agent's :class:`Admission` applies it,
+one decision at a time.
 
 - ``requested``: the requests of the VMs here and on their way in, plus *spec*'s, fit the capacity;
 - ``used`` (overcommitted cells, MASB): their measured use plus *spec*'s request fits, and
@@ -14,6 +15,7 @@ Either way a VM's constraints must match the host's attributes first, and a forc
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 from cellbed.daemon.host_view import HostView
@@ -91,3 +93,16 @@ def admission_policy(mode: str) -> AdmissionPolicy:
     except KeyError:
         raise errors.InvalidArgument(f"admission={mode!r}: allowed {', '.join(POLICIES)}") from None
 
+
+class Admission:
+    """The door every VM comes in by (a start, a reservation for an incoming migration): one
+    decision at a time. A caller holds :attr:`lock` across its own checks, :meth:`admit` and the
+    change to the inventory that follows, with no await between, so that the first request wins."""
+
+    def __init__(self, view: HostView, policy: AdmissionPolicy) -> None:
+        self._view = view
+        self._policy = policy
+        self.lock = asyncio.Lock()
+
+    def admit(self, spec: VmSpec, force: bool = False) -> None:
+        self._policy(spec, self._view, force)
