@@ -5,6 +5,7 @@
 * no function-local import of a ``cellbed`` module (they are how cycles used to be dodged);
 * no access to another object's private attribute (``x._name`` where ``x`` is not ``self``/``cls``);
 * libvirt imported only by ``daemon/hv_libvirt.py``;
+* no class named ``*Mixin`` in ``daemon/`` (issue 26: an agent's parts are objects it composes);
 * no non-generated, non-test Python file over 450 lines.
 
 Every exception is listed below with its reason. ``python tests/unit/test_layout.py`` prints the
@@ -45,6 +46,10 @@ LOCAL_IMPORT_EXCEPTIONS = {
 }
 PRIVATE_ACCESS_EXCEPTIONS = {
     # (module, attribute): reason
+}
+MIXIN_EXCEPTIONS = {
+    # folder under daemon/: reason
+    "san": "SanAgent is converted to composition in parallel (issue 26, its SAN part); drop this once merged",
 }
 PRIVATE_OK = {"_replace", "_asdict", "_fields", "_make", "_value_", "_name_", "_member_map_",
               "_value2member_map_", "_exit", "_current_frames", "_getframe"}
@@ -222,6 +227,19 @@ def libvirt_importers() -> list[str]:
     return sorted(set(out))
 
 
+def mixin_classes(root: Path = REPO / "daemon") -> list[str]:
+    """Classes named *Mixin under *root* (outside the folders in MIXIN_EXCEPTIONS)."""
+    out = []
+    for p in sorted(root.rglob("*.py")):
+        rel = p.relative_to(root)
+        if rel.parts[0] in MIXIN_EXCEPTIONS:
+            continue
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Mixin"):
+                out.append(f"{root.name}/{rel}:{node.lineno}: class {node.name}")
+    return out
+
+
 def long_files() -> list[tuple[int, str]]:
     out = []
     for d in ("cellbed", "daemon", "broker", "controller", "scripts", "ansible"):
@@ -290,6 +308,11 @@ def test_only_hv_libvirt_imports_libvirt():
     assert libvirt_importers() == ["daemon/hv_libvirt.py"]
 
 
+def test_no_mixin_classes_in_the_daemon():
+    bad = mixin_classes()
+    assert not bad, "compose the agent's parts as objects instead:\n" + "\n".join(bad)
+
+
 def test_no_file_over_450_lines():
     bad = [f"{p}: {n} lines" for n, p in long_files() if n > MAX_LINES]
     assert not bad, "\n".join(bad)
@@ -311,7 +334,7 @@ def test_every_package_is_in_the_wheel():
 
 
 def test_the_checker_sees_planted_violations(tmp_path):
-    """The walkers can fail: a planted cycle, a local import and a private access are found."""
+    """The walkers can fail: a planted cycle, a local import, a private access and a mixin are found."""
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     src = tmp_path / "m.py"
     src.write_text("import os\n\ndef f(x):\n    from cellbed.runtime import clock\n    return x._secret\n")
@@ -319,6 +342,8 @@ def test_the_checker_sees_planted_violations(tmp_path):
     tree = ast.parse(src.read_text())
     attrs = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
     assert "_secret" in attrs
+    (tmp_path / "part.py").write_text("class Part:\n    pass\n\n\nclass HostMixin:\n    pass\n")
+    assert mixin_classes(tmp_path) == [f"{tmp_path.name}/part.py:5: class HostMixin"]
 
 
 if __name__ == "__main__":
@@ -333,6 +358,7 @@ if __name__ == "__main__":
         print("\n".join(li + pa))
     print("libvirt importers:", libvirt_importers())
     print("agent constructions outside the assembly:", agent_constructions())
+    print("mixin classes in daemon/:", mixin_classes())
     lf = long_files()
     print("files > 400 lines:", sum(1 for n, _ in lf if n > 400), "> 450:", sum(1 for n, _ in lf if n > 450))
     for n, p in lf[:20]:
