@@ -34,6 +34,7 @@ from cellbed.controller.megha.lm import LocalMaster
 from cellbed.controller.megha.lm_servicer import LocalMasterServicer
 from cellbed.controller.megha.sampling import (LocalTransport, SamplingScheduler, SamplingSchedulerServicer,
                                                SamplingWorker, SamplingWorkerServicer)
+from cellbed.daemon.admission import admission_policy
 from cellbed.daemon.agent import NodeAgent
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.hv_model import ModelFabric
@@ -105,12 +106,14 @@ def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost:
 
 def build_node(env: Env, cfg: NodeConfig, transport: Transport | None = None,
                backend: Hypervisor | None = None) -> tuple[NodeAgent, NodeAgentServicer]:
-    """A NodeAgent and its servicer (registered on the in-process network of a model cell)."""
+    """A NodeAgent and its servicer (registered on the in-process network of a model cell). Its
+    admission rule is the policy ``cfg.admission`` names (daemon/admission.py)."""
     if backend is None:
         if env.backend_for is None:
             raise ValueError("build_node: this Env has no hypervisor backend")
         backend = env.backend_for(cfg)
-    agent = NodeAgent(cfg, backend, env.clock, transport if transport is not None else env.transport_for(cfg.host))
+    agent = NodeAgent(cfg, backend, env.clock, transport if transport is not None else env.transport_for(cfg.host),
+                      admit=admission_policy(cfg.admission))
     servicer = NodeAgentServicer(agent)
     env.register(cfg.host, "NodeAgent", servicer)
     return agent, servicer

@@ -284,7 +284,7 @@ def test_a_production_spike_makes_room_by_stopping_non_production(policy):
         await c.clock.sleep(25.0)                       # two samples at the old level
         c.fabric.backends["h1"].set_usage("prod", 3.0, 512)   # 0.4 + 1.0 -> 4.0 cores of 4
         await c.clock.sleep(25.0)
-        evs = [e for e in a._events if e.kind == npb.EVENT_KIND_SPIKE_ACTION]
+        evs = [e for e in a.recent_events() if e.kind == npb.EVENT_KIND_SPIKE_ACTION]
         out = (dict(c.sans["h1"].counters), {n: (e.state.value, e.reason) for n, e in a.vms.items()},
                [e.vm for e in evs])
         await c.stop()

@@ -445,7 +445,7 @@ def test_no_package_file_is_ignored_by_git():
 
 
 def test_the_checker_sees_planted_violations(tmp_path):
-    """The walkers can fail: a planted cycle, a local import and a private access are found."""
+    """The walkers can fail: a planted cycle, a local import, a private access and a mixin are found."""
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     src = tmp_path / "m.py"
     src.write_text("import os\n\ndef f(x):\n    from cellbed.runtime import clock\n    return x._secret\n")
@@ -453,6 +453,8 @@ def test_the_checker_sees_planted_violations(tmp_path):
     tree = ast.parse(src.read_text())
     attrs = [n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
     assert "_secret" in attrs
+    (tmp_path / "part.py").write_text("class Part:\n    pass\n\n\nclass HostMixin:\n    pass\n")
+    assert mixin_classes([tmp_path]) == [f"{tmp_path.name}/part.py:5: class HostMixin"]
 
 
 def test_the_checker_sees_a_planted_module_circle_a_crowded_room_and_a_mixin(tmp_path):

@@ -1,6 +1,6 @@
 """The libvirt configuration of a namespace host (cellbed/cell/libvirt_conf.py) with the cell's
 certificates and without (an insecure cell), and the node daemon's choice of URI and TLS
-(daemon/libvirt_tls.py, daemon/migration.py) on a model cell."""
+(daemon/libvirt_tls.py, daemon/migration_source.py) on a model cell."""
 import os
 import stat
 
