@@ -38,7 +38,7 @@ from cellbed.daemon.admission import admission_policy
 from cellbed.daemon.agent import NodeAgent
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.hv_model import ModelFabric
-from cellbed.daemon.san import SanAgent, SanConfig, SanServicer
+from cellbed.daemon.san import SanAgent, SanConfig, SanPolicies, SanServicer, san_policies
 from cellbed.daemon.servicer import NodeAgentServicer
 from cellbed.domain.overhead import GuestOverhead
 from cellbed.domain.vm import Hypervisor
@@ -121,13 +121,17 @@ def build_node(env: Env, cfg: NodeConfig, transport: Transport | None = None,
 
 def build_san(env: Env, node: NodeAgent, cfg: SanConfig, brokers: list[str], cell: str, *,
               transport: Transport | None = None, rng: random.Random | None = None,
+              policies: SanPolicies | None = None,
               on_migration: Callable | None = None, on_refused: Callable | None = None
               ) -> tuple[SanAgent, SanServicer]:
-    """The node's SAN agent (MASB) and its servicer; *on_migration* / *on_refused* are the hooks a
-    model cell records migrations with."""
+    """The node's SAN agent (MASB) and its servicer. *policies*: the SAN's policies (overload,
+    SCS, target order, accept rule), by default those *cfg* names (:func:`san_policies`).
+    *on_migration* / *on_refused* are the hooks a model cell records migrations with."""
     name = node.cfg.host
+    if policies is None:
+        policies = san_policies(cfg)
     san = SanAgent(node, transport if transport is not None else env.transport_for(name), env.clock,
-                   rng if rng is not None else env.rng(name), cfg, brokers, cell,
+                   rng if rng is not None else env.rng(name), cfg, policies, brokers, cell,
                    on_migration=on_migration, on_refused=on_refused)
     servicer = SanServicer(san)
     env.register(name, "San", servicer)

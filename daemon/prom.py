@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 VM_STATES = tuple(s.value for s in DomState) + ("migrating_out", "migrating_in")
 OUTCOMES = {v: npb.MigrationOutcome.Name(v).removeprefix("MIGRATION_OUTCOME_").lower()
             for v in npb.MigrationOutcome.values() if v != npb.MIGRATION_OUTCOME_UNSPECIFIED}
-SAN_OUTCOMES = ("migrated", "gave-up", "failed", "cancelled")     # SanAgent._finish's states
+SAN_OUTCOMES = ("migrated", "gave-up", "failed", "cancelled")     # NegotiationLedger.finish's states
 
 DURATION_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 DOWNTIME_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)

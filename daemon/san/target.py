@@ -1,18 +1,27 @@
 """The target's side of a SAN: the answer to TaskMigrationRequest (step 3) and the final check and
-reservation of TaskMigrationProcessRequest (step 5), both by the accept rule of
-cellbed.policy.masb.accept over this host's view."""
+reservation of TaskMigrationProcessRequest (step 5), both by the SAN's accept rule (the policies'
+``accept``; by default cellbed.policy.masb.accept) over this host's state."""
 from __future__ import annotations
 
+import collections
 import functools
 import math
+from typing import Awaitable, Callable
 
-from cellbed.domain.wire import spec_from_pb
 from cellbed.daemon.host_view import HostView
 from cellbed.daemon.san.config import REASON_PB
+from cellbed.daemon.san.policies import SanPolicies
+from cellbed.daemon.san.reader import HostReader
 from cellbed.domain import wire
 from cellbed.domain.errors import InvalidArgument
-from cellbed.policy.masb import accept, overload
+from cellbed.domain.wire import spec_from_pb
+from cellbed.policy.masb import accept
+from cellbed.runtime.clock import Clock
 from cellbed.v1 import masb_pb2 as masbpb
+
+ReserveFn = Callable[..., Awaitable[None]]
+"""The NodeAgent's admission of an incoming migration:
+``reserve(spec, src, migration_id, force, cpu_used, mem_used, check=)``."""
 
 
 class Refused(Exception):
@@ -21,8 +30,20 @@ class Refused(Exception):
         self.answer = answer
 
 
-class TargetMixin:
-    """The target half of SanAgent (which owns the state these methods use)."""
+class Responder:
+    """This host as a SAN's target: it answers TaskMigrationRequest (step 3) and
+    TaskMigrationProcessRequest (step 5) by the *policies*' accept rule over the *reader*'s state,
+    and reserves with the NodeAgent's *reserve*."""
+
+    def __init__(self, view: HostView, reader: HostReader, policies: SanPolicies, reserve: ReserveFn,
+                 counters: collections.Counter, clock: Clock) -> None:
+        self.view = view
+        self.reader = reader
+        self.host = reader.host
+        self.policies = policies
+        self.node_reserve = reserve
+        self.counters = counters
+        self.clock = clock
 
     def _demand(self, t: masbpb.TaskInfo) -> accept.TaskDemand:
         if not t.name:
@@ -45,14 +66,14 @@ class TargetMixin:
         self.counters["requests_received"] += 1
         if d.name in self.view.vms or req.src_host == self.host:
             a = accept.Answer(False, accept.SAME_HOST, f"{self.host}: task {d.name} is already here")
-        elif not req.force_migration and overload.check(self.load(), self.cfg.max_util):
+        elif not req.force_migration and self.policies.overload(self.reader.load()):
             a = accept.Answer(False, accept.OVERLOADED, f"{self.host}: overloaded itself: "
-                              + "; ".join(overload.check(self.load(), self.cfg.max_util).reasons))
+                              + "; ".join(self.policies.overload(self.reader.load()).reasons))
         else:
-            a = accept.evaluate(self.target_state(), d, self.cfg.max_util, self.cfg.fit, gpa=self.gpa_params, forced=req.force_migration)
+            a = self.policies.accept(self.reader.target_state(), d, forced=req.force_migration)
         if a.accepted:
             self.counters["accepted"] += 1
-            st = self.target_state()
+            st = self.reader.target_state()
             used = (st.used[0] + st.incoming_used[0], st.used[1] + st.incoming_used[1])
             return masbpb.TaskMigrationResponse(acceptance=masbpb.TaskMigrationAcceptanceResponse(
                 host=self.host, capacity=wire.resources(*st.capacity), used=wire.resources(*used),
@@ -73,7 +94,7 @@ class TargetMixin:
         if spec.name != d.name:
             raise InvalidArgument(f"spec.name={spec.name!r} must equal task.name={d.name!r}")
         try:   # reserve (the node checks constraints and total capacity again)
-            await self.node.reserve(spec, req.src_host, req.migration_id, True, d.used[0], d.used[1],
+            await self.node_reserve(spec, req.src_host, req.migration_id, True, d.used[0], d.used[1],
                                     check=functools.partial(self.final_check, d, req.force_migration))
         except Refused as r:
             self.counters["process_refused"] += 1
@@ -87,16 +108,6 @@ class TargetMixin:
         if d.name in view.vms:
             ans = accept.Answer(False, accept.SAME_HOST, f"{self.host}: task {d.name} is already here")
         else:
-            ans = accept.evaluate(self.target_state(), d, self.cfg.max_util, self.cfg.fit, gpa=self.gpa_params,
-                                  forced=forced)
+            ans = self.policies.accept(self.reader.target_state(), d, forced=forced)
         if not ans.accepted:
             raise Refused(ans)
-
-    def negotiations(self, limit: int = 0) -> masbpb.ListNegotiationsResponse:
-        recent = list(self.recent)[::-1]
-        if limit:
-            recent = recent[:limit]
-        return masbpb.ListNegotiationsResponse(host=self.host, negotiations=[n.pb for n in self.active.values()] + recent,
-                                            counters=dict(self.counters))
-
-

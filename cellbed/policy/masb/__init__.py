@@ -5,5 +5,6 @@
 * accept   — a target's answer to TaskMigrationRequest, and its final check
 * choose   — SAN step 4: re-score acceptors with SRAS, score-weighted random order
 
-The agents (daemon/san.py, broker/) call these; nothing here does I/O or reads a clock.
+The agents call these (the SAN, daemon/san/, through its SanPolicies bundle; the broker, broker/);
+nothing here does I/O or reads a clock.
 """
