@@ -74,17 +74,28 @@ def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.nd
     if len(m) == 0:
         return CandidateResult((), min(len(pool), p.realloc_scan_limit), 0, np.zeros(0))
     sc = np.zeros(len(m)) if forced_only else _scores(p.realloc_score, used[m], cap[m], task_used)
+    picks = sample_by_score(sc, p.candidate_count, rng) or sample_forced(cap[m], task_used, p.candidate_count, rng)
+    return CandidateResult(tuple(Pick(int(m[x.index]), x.score, x.forced) for x in picks), len(m), len(m), sc)
+
+
+def sample_by_score(sc: np.ndarray, count: int, rng: np.random.Generator) -> list[Pick]:
+    """*count* positions of *sc* scoring above 0, by score-weighted random sampling without
+    replacement ([] if none scores above 0: no draw is made)."""
     pos = np.flatnonzero(sc > 0)
-    k = min(p.candidate_count, len(pos))
-    if k:
-        w = sc[pos] / sc[pos].sum()
-        chosen = rng.choice(pos, size=k, replace=False, p=w)
-        picks = tuple(Pick(int(m[j]), float(sc[j]), False) for j in chosen)
-        return CandidateResult(picks, len(m), len(m), sc)
-    fits = np.flatnonzero(np.all(cap[m] >= task_used, axis=1))
-    k = min(p.candidate_count, len(fits))
+    k = min(count, len(pos))
+    if not k:
+        return []
+    w = sc[pos] / sc[pos].sum()
+    chosen = rng.choice(pos, size=k, replace=False, p=w)
+    return [Pick(int(j), float(sc[j]), False) for j in chosen]
+
+
+def sample_forced(cap: np.ndarray, task_used: np.ndarray, count: int, rng: np.random.Generator) -> list[Pick]:
+    """Forced candidates: *count* random positions whose total capacity fits the task."""
+    fits = np.flatnonzero(np.all(cap >= task_used, axis=1))
+    k = min(count, len(fits))
     chosen = rng.choice(fits, size=k, replace=False) if k else []
-    return CandidateResult(tuple(Pick(int(m[j]), 0.0, True) for j in chosen), len(m), len(m), sc)
+    return [Pick(int(j), 0.0, True) for j in chosen]
 
 
 def initial(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, req: np.ndarray, used: np.ndarray,
