@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from cellbed.broker.agent import BrokerAgent, BrokerServicer
+from cellbed.broker.policies import BrokerPolicies
 from cellbed.controller.megha.gm import GlobalMaster
 from cellbed.controller.megha.gm_servicer import GlobalMasterServicer
 from cellbed.controller.megha.lm import LocalMaster
@@ -44,6 +45,7 @@ from cellbed.domain.vm import Hypervisor
 from cellbed.policy.migration.cost import PrecopyParams
 from cellbed.runtime.clock import Clock, CostFn, RealClock, VirtualClock
 from cellbed.runtime.decisions import DecisionLog
+from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.runtime.rng import agent_rng
 from cellbed.runtime.transport import InProcNetwork, Transport
 
@@ -65,6 +67,7 @@ class Env:
     serve: Callable[[str, str, object], None] | None = None
     net: InProcNetwork | None = None
     fabric: ModelFabric | None = None
+    policies: PolicyBook = dataclasses.field(default_factory=PolicyBook)
 
     def rng(self, name: str) -> random.Random:
         """The agent's own stream: the same (seed, name) gives the same draws on any cell."""
@@ -158,11 +161,20 @@ async def model_host(env: Env, cfg: NodeConfig, start: bool = True) -> ModelHost
 
 # --- MASB broker ---------------------------------------------------------------------------------------
 
+def broker_policies(book: PolicyBook, params) -> BrokerPolicies:
+    """The broker's stages: the scores its parameters name (or the chosen plugins), and the
+    candidates and forced-candidate policies with its candidate count."""
+    count = {"count": params.candidate_count}
+    return BrokerPolicies(book.get("realloc_score", params.realloc_score), book.get("initial_score", params.initial_score),
+                          book.get("candidates", defaults=count), book.get("forced", defaults=count))
+
+
 def build_broker(env: Env, name: str, *, params, peers: list[str], cell: str, sync_period_s: float = 30.0,
                  decisions: DecisionLog | None = None, transport: Transport | None = None
                  ) -> tuple[BrokerAgent, BrokerServicer]:
     agent = BrokerAgent(name, transport if transport is not None else env.transport_for(name), env.clock,
-                        env.np_rng(*name.encode()), params=params, peers=peers, cell=cell,
+                        env.np_rng(*name.encode()), broker_policies(env.policies, params), params=params,
+                        peers=peers, cell=cell,
                         sync_period_s=sync_period_s, decisions=decisions)
     servicer = BrokerServicer(agent)
     env.register(name, "BrokerAgent", servicer)
