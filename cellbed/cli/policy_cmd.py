@@ -52,7 +52,9 @@ def stage_of(text: str, stage: str) -> str:
         groups = [s for s in STAGES if any(e.name == text for e in refs.entry_points(s))]
         if len(groups) == 1:
             return STAGES[groups[0]].keys[0].split(".", 1)[1]
-        raise errors.InvalidArgument(f"{text!r} is a policy of {', '.join(groups) or 'no'} stage(s): give --stage")
+        if not groups:
+            raise errors.InvalidArgument(f"{text!r} is no installed policy of any stage (cellctl policy list shows them)")
+        raise errors.InvalidArgument(f"{text!r} is a policy of the stages {', '.join(groups)}: give --stage")
     r = refs.parse("overload", text)            # the form only; the stage comes from the policy itself
     declared = info_of(refs.load("overload", r).obj).stage
     if not declared:
