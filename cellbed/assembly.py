@@ -83,10 +83,12 @@ class Env:
 
 
 def real_env(clock: RealClock, transport_for: Callable[[str], Transport], seed: int = 0,
-             backend_for: Callable[[NodeConfig], Hypervisor] | None = None) -> Env:
-    """A real cell's Env: the entry point passes the wall clock, its gRPC/MQTT transports and the
-    libvirt backend factory."""
-    return Env(clock=clock, transport_for=transport_for, seed=seed, backend_for=backend_for)
+             backend_for: Callable[[NodeConfig], Hypervisor] | None = None,
+             policies: PolicyBook | None = None) -> Env:
+    """A real cell's Env: the entry point passes the wall clock, its gRPC/MQTT transports, the
+    libvirt backend factory and the policy book of its configuration's ``[policy]`` table."""
+    return Env(clock=clock, transport_for=transport_for, seed=seed, backend_for=backend_for,
+               policies=policies if policies is not None else PolicyBook())
 
 
 def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost: CostFn | None = None,
