@@ -105,9 +105,21 @@ venv_setup() {
   fi
 }
 
+# The outside plugin package of docs/policies.md, installed the way a user installs one (not
+# editable), so that its entry points are found like any distribution's; again when its files change.
+example_setup() {
+  local stamp=$VENV/.refarch-policies-stamp want
+  want=$(find examples/refarch-policies -type f \( -name '*.py' -o -name '*.toml' \) -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "Installing the example policy package examples/refarch-policies into .venv"
+    "$VENV/bin/pip" install -q --no-build-isolation --no-deps ./examples/refarch-policies
+    echo "$want" > "$stamp"
+  fi
+}
+
 guest_setup() { bash guest/build.sh "$ROOT/build/guest"; }
 
-setup() { need_root; apt_setup; venv_setup; guest_setup; }
+setup() { need_root; apt_setup; venv_setup; example_setup; guest_setup; }
 
 case "${1:-}" in
   setup) setup ;;

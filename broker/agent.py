@@ -19,6 +19,7 @@ from cellbed.runtime.rpc import handles_errors
 from cellbed.runtime.transport import Transport
 from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg, node_pb2 as npb
 from cellbed.broker.cache import NodeCache
+from cellbed.broker.policies import BrokerPolicies
 from cellbed.policy.masb.broker_select import BrokerParams, candidates, initial, random_head, rus_ok
 
 log = logging.getLogger(__name__)
@@ -37,12 +38,13 @@ def task_vectors(t: masbpb.TaskInfo) -> tuple[np.ndarray, np.ndarray]:
 
 class BrokerAgent:
     """Built by :func:`cellbed.assembly.build_broker`. *rng* is the broker's own numpy stream
-    (shuffles and score-weighted sampling)."""
+    (shuffles and score-weighted sampling); *policies* are its stages."""
 
     def __init__(self, name: str, transport: Transport, clock: Clock, rng: np.random.Generator,
-                 params: BrokerParams = BrokerParams(), peers: list[str] | None = None, cell: str = "cell",
-                 sync_period_s: float = 30.0, decisions: DecisionLog | None = None) -> None:
+                 policies: BrokerPolicies, params: BrokerParams = BrokerParams(), peers: list[str] | None = None,
+                 cell: str = "cell", sync_period_s: float = 30.0, decisions: DecisionLog | None = None) -> None:
         self.name = name
+        self.policies = policies
         self.transport = transport
         self.clock = clock
         self.params = params
@@ -134,7 +136,9 @@ class BrokerAgent:
             extra = lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, self.params.max_util)  # noqa: E731
         pool, examined = self.cache.first_matching(pool, cons, self.params.realloc_scan_limit, extra)
         match = np.ones(len(pool), dtype=bool)
-        res = candidates(pool, match, self.cache.cap, self.cache.used, used, self.rng, self.params)
+        pol = self.policies
+        res = candidates(pool, match, self.cache.cap, self.cache.used, used, self.rng, self.params,
+                         score=pol.realloc_score, pick=pol.candidates, force=pol.forced)
         if not res.picks and extra is not None:
             # a production task that no node can take within the RUS rule: forced candidates
             # whose production requests still fit total capacity (the target may then offload)
@@ -143,7 +147,7 @@ class BrokerAgent:
                 lambda idx: rus_ok(self.cache.prod[idx], self.cache.cap[idx], reqv, 1.0)
                 & (idx != (-1 if src is None else src)))      # not the source (one index per host)
             res = candidates(forced_pool, np.ones(len(forced_pool), dtype=bool), self.cache.cap, self.cache.used,
-                             used, self.rng, self.params, forced_only=True)
+                             used, self.rng, self.params, forced_only=True, force=pol.forced)
             examined += more
         self.counters["candidate_requests"] += 1
         self.counters["candidates_returned"] += len(res.picks)
@@ -174,7 +178,8 @@ class BrokerAgent:
         cons = wire.constraints_from_pb(req.task.constraints)
         fresh, pool, examined = self._initial_pool(cons, reqv if req.task.production else None)
         ranked, scanned, _ = initial(pool, np.ones(len(pool), dtype=bool), self.cache.cap, self.cache.req,
-                                     self.cache.used, reqv, self.params, limit=ALLOCATE_TRIES)
+                                     self.cache.used, reqv, self.params, limit=ALLOCATE_TRIES,
+                                     score=self.policies.initial_score)
         self.counters["allocations"] += 1
         if not ranked:
             self.counters["allocations_no_room"] += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 
 from cellbed import assembly
 from cellbed.broker.prom import BrokerCollector
@@ -16,6 +17,9 @@ from cellbed.runtime.clock import RealClock
 from cellbed.runtime.decisions import DecisionLog
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.runtime.peers import PeerDirectory
+from cellbed.runtime.plugins import service as policy_service
+from cellbed.runtime.plugins.config import ErrorLog, book_from_table
+from cellbed.runtime.plugins.prom import PolicyCollector
 from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg
 
 log = logging.getLogger("cellbed.broker")
@@ -41,10 +45,14 @@ class BrokerConfig:
     tls_cert: str = ""                     # this broker's certificate (cellbed://<cell>/broker/<name>)
     tls_key: str = ""
     insecure: bool = False                 # plaintext: only by explicit choice
+    policy: dict = dataclasses.field(default_factory=dict)   # [policy]: the broker's stages (DESIGN §17)
+    config_dir: str = ""                   # where relative plugin files are taken from (set by load)
 
     @classmethod
     def load(cls, path: str) -> "BrokerConfig":
         cfg = dataclass_from(cls, load_toml(path), path)
+        cfg = dataclasses.replace(cfg, config_dir=os.path.dirname(os.path.abspath(path)))
+        cfg.policy_book()
         check_range("grpc_port", cfg.grpc_port, 0, 65535)
         check_range("metrics_port", cfg.metrics_port, 0, 65535)
         check_range("sync_period_s", cfg.sync_period_s, 0.01, 86400, "s")
@@ -60,6 +68,10 @@ class BrokerConfig:
         check_range("params.node_expiry_s", p.node_expiry_s, 0.01, 86400 * 30, "s")
         return p
 
+    def policy_book(self):
+        """The broker's policies, each chosen plugin loaded and checked (a real agent isolates errors)."""
+        return book_from_table(self.policy, self.config_dir, "isolate")
+
     def peer_targets(self) -> dict[str, str]:
         return dict(item.partition("=")[::2] for item in filter(None, self.peers.split(",")))
 
@@ -71,20 +83,23 @@ async def serve(cfg: BrokerConfig) -> None:
     security = security_from(cfg.cell, cfg.tls_ca, cfg.tls_cert, cfg.tls_key, cfg.insecure, f"broker {cfg.name}")
     transport = GrpcTransport(lambda n: peers.get(n) or hosts.get(n).target, clock, cfg.mqtt_host, cfg.mqtt_port,
                               name=cfg.name, security=security)
-    env = assembly.real_env(clock, lambda name: transport, seed=cfg.seed)
+    env = assembly.real_env(clock, lambda name: transport, seed=cfg.seed, policies=cfg.policy_book())
+    env.policies.env.on_error = ErrorLog(cfg.name)
     agent, servicer = assembly.build_broker(env, cfg.name, params=cfg.broker_params(), peers=list(peers),
                                             cell=cfg.cell, sync_period_s=cfg.sync_period_s,
                                             decisions=DecisionLog(cfg.decision_log, clock=clock, who=cfg.name))
     server, port, health = rpc.create_server(f"{cfg.address}:{cfg.grpc_port}", [
-        (masbpbg.add_BrokerAgentServicer_to_server, servicer, SERVICE)], security=security)
+        (masbpbg.add_BrokerAgentServicer_to_server, servicer, SERVICE),
+        policy_service.service_entry(cfg.name, env.policies)], security=security)
     await server.start()
     await agent.start(subscribe=bool(cfg.mqtt_host))
     exporter = None
     if cfg.metrics_port:   # on the broker's address; HTTPS for cell certificates, unless the broker is insecure
         exporter = prom.Exporter(cfg.address, cfg.metrics_port,
-                                 [BrokerCollector(agent, prom.OnLoop(asyncio.get_running_loop()))], tls=security.tls)
+                                 [BrokerCollector(agent, prom.OnLoop(asyncio.get_running_loop())),
+                                  PolicyCollector(cfg.name, env.policies.env.stats)], tls=security.tls)
         exporter.start()
-    await rpc.set_serving(health, [SERVICE])
+    await rpc.set_serving(health, [SERVICE, policy_service.SERVICE])
     log.info("broker %s serving on %s:%d", cfg.name, cfg.address, port)
     await rpc.wait_for_signal()
     if exporter is not None:

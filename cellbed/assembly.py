@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from cellbed.broker.agent import BrokerAgent, BrokerServicer
+from cellbed.broker.policies import BrokerPolicies
 from cellbed.controller.megha.gm import GlobalMaster
 from cellbed.controller.megha.gm_servicer import GlobalMasterServicer
 from cellbed.controller.megha.lm import LocalMaster
@@ -45,6 +46,7 @@ from cellbed.domain.vm import Hypervisor
 from cellbed.policy.migration.cost import PrecopyParams
 from cellbed.runtime.clock import Clock, CostFn, RealClock, VirtualClock
 from cellbed.runtime.decisions import DecisionLog
+from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.runtime.rng import agent_rng
 from cellbed.runtime.transport import InProcNetwork, Transport
 
@@ -66,6 +68,7 @@ class Env:
     serve: Callable[[str, str, object], None] | None = None
     net: InProcNetwork | None = None
     fabric: ModelFabric | None = None
+    policies: PolicyBook = dataclasses.field(default_factory=PolicyBook)
 
     def rng(self, name: str) -> random.Random:
         """The agent's own stream: the same (seed, name) gives the same draws on any cell."""
@@ -81,10 +84,12 @@ class Env:
 
 
 def real_env(clock: RealClock, transport_for: Callable[[str], Transport], seed: int = 0,
-             backend_for: Callable[[NodeConfig], Hypervisor] | None = None) -> Env:
-    """A real cell's Env: the entry point passes the wall clock, its gRPC/MQTT transports and the
-    libvirt backend factory."""
-    return Env(clock=clock, transport_for=transport_for, seed=seed, backend_for=backend_for)
+             backend_for: Callable[[NodeConfig], Hypervisor] | None = None,
+             policies: PolicyBook | None = None) -> Env:
+    """A real cell's Env: the entry point passes the wall clock, its gRPC/MQTT transports, the
+    libvirt backend factory and the policy book of its configuration's ``[policy]`` table."""
+    return Env(clock=clock, transport_for=transport_for, seed=seed, backend_for=backend_for,
+               policies=policies if policies is not None else PolicyBook())
 
 
 def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost: CostFn | None = None,
@@ -165,11 +170,20 @@ async def model_host(env: Env, cfg: NodeConfig, start: bool = True) -> ModelHost
 
 # --- MASB broker ---------------------------------------------------------------------------------------
 
+def broker_policies(book: PolicyBook, params) -> BrokerPolicies:
+    """The broker's stages: the scores its parameters name (or the chosen plugins), and the
+    candidates and forced-candidate policies with its candidate count."""
+    count = {"count": params.candidate_count}
+    return BrokerPolicies(book.get("realloc_score", params.realloc_score), book.get("initial_score", params.initial_score),
+                          book.get("candidates", defaults=count), book.get("forced", defaults=count))
+
+
 def build_broker(env: Env, name: str, *, params, peers: list[str], cell: str, sync_period_s: float = 30.0,
                  decisions: DecisionLog | None = None, transport: Transport | None = None
                  ) -> tuple[BrokerAgent, BrokerServicer]:
     agent = BrokerAgent(name, transport if transport is not None else env.transport_for(name), env.clock,
-                        env.np_rng(*name.encode()), params=params, peers=peers, cell=cell,
+                        env.np_rng(*name.encode()), broker_policies(env.policies, params), params=params,
+                        peers=peers, cell=cell,
                         sync_period_s=sync_period_s, decisions=decisions)
     servicer = BrokerServicer(agent)
     env.register(name, "BrokerAgent", servicer)

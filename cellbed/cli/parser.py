@@ -77,7 +77,26 @@ def build_parser(handler: Handler) -> argparse.ArgumentParser:
     _masb(sub, handler)
     _megha(sub, handler)
     _pki(sub, handler)
+    _policy(sub, handler)
     return ap
+
+
+def _policy(sub, handler: Handler) -> None:
+    pp = _group(sub, "policy", "scheduling policies: the stages, what is installed, a contract check")
+    p = _add(pp, "list", help="every stage, the key that selects it and the policies installed for it")
+    p.set_defaults(fn=handler("policy_cmd", "cmd_list"))
+    p = _add(pp, "check", help="fuzz a policy against its stage's contract (exit 1 on a violation)",
+             description="Call the policy on generated inputs of its stage (hypothesis) and report each kind of "
+                         "violation with a minimal input: a broken contract, an exception, a changed input, a "
+                         "different answer for the same input and rng seed, a call over the budget.")
+    p.add_argument("ref", help="NAME (entry point), package.module:attr or path/file.py:attr")
+    p.add_argument("--stage", default="", help="the stage's key (e.g. overload, realloc_score); default: the "
+                                                "stage the policy declares")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a parameter (repeatable)")
+    p.add_argument("--examples", type=int_in(10, 100_000), default=300, help="inputs per kind (default 300)")
+    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
+    p.add_argument("--budget-ms", type=float_in(0.1, 600_000.0), default=1000.0, help="per call (default 1000)")
+    p.set_defaults(fn=handler("policy_cmd", "cmd_check"))
 
 
 # --- the cell and its VMs ----------------------------------------------------------------

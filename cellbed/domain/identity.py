@@ -94,6 +94,7 @@ _service("cellbed.v1.LocalMaster", {
     "GetState": None, "GetHosts": None, "ListPartitions": None, "FindTasks": None, "GetRole": None})
 _service("cellbed.v1.SamplingWorker", {"Probe": (A, G)})
 _service("cellbed.v1.SamplingScheduler", {"ClaimTask": (A, N), "ReportStart": (A, N)})
+_service("cellbed.v1.Policies", {"ListPolicies": None})
 _service("grpc.health.v1.Health", {"Check": None, "Watch": None})
 _service("grpc.reflection.v1.ServerReflection", {"ServerReflectionInfo": None})
 _service("grpc.reflection.v1alpha.ServerReflection", {"ServerReflectionInfo": None})

@@ -4,11 +4,13 @@ compared in another agent's cache: equal caches answer in_sync; a report only th
 carried by the full path."""
 import numpy as np
 
+from cellbed.assembly import broker_policies
 from cellbed.broker.agent import BrokerAgent, BrokerServicer
 from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.runtime import rpc
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg
 from tests.unit.test_sync_digest import HOSTS, report
 
@@ -24,7 +26,8 @@ async def test_equal_caches_answer_in_sync_over_grpc_and_a_missed_report_still_c
             t = GrpcTransport(addresses.__getitem__, clock, name=name)
             transports.append(t)
             agents[name] = a = BrokerAgent(name, t, clock, np.random.default_rng(1),
-                                           params=BrokerParams(), peers=[peer], cell="c")
+                                           broker_policies(PolicyBook(), BrokerParams()), params=BrokerParams(),
+                                           peers=[peer], cell="c")
             server, port, _ = rpc.create_server("127.0.0.1:0", [
                 (masbpbg.add_BrokerAgentServicer_to_server, BrokerServicer(a), SERVICE)])
             await server.start()

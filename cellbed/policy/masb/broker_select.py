@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 
@@ -39,11 +40,6 @@ class CandidateResult:
     scores: np.ndarray            # of the scanned+matched pool (decision logs)
 
 
-def _scores(name: str, load: np.ndarray, cap: np.ndarray, task: np.ndarray) -> np.ndarray:
-    s = SCORES[name](load, cap, task)
-    return np.nan_to_num(np.asarray(s, dtype=float).reshape(-1))
-
-
 POOL_SAMPLINGS = ("permute", "draw")
 
 
@@ -64,42 +60,75 @@ def rus_ok(prod: np.ndarray, cap: np.ndarray, task_req: np.ndarray, max_util: fl
 
 
 def candidates(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, used: np.ndarray, task_used: np.ndarray,
-               rng: np.random.Generator, p: BrokerParams, forced_only: bool = False) -> CandidateResult:
+               rng: np.random.Generator, p: BrokerParams, forced_only: bool = False, *,
+               score: Callable | None = None, pick: Callable | None = None,
+               force: Callable | None = None) -> CandidateResult:
     """*pool*: fresh cache indices (source excluded), already shuffled; *match*: constraint mask
     over pool. Score at most realloc_scan_limit matching nodes with the reallocation score
-    as if the task were there; sample candidate_count by score-weighted random sampling
-    without replacement. If no node scores above 0 (nothing has room), return forced
-    candidates: matching nodes whose total capacity fits the task."""
+    as if the task were there (stage ``score``); recommend some of them (stage ``candidates``:
+    MASB samples candidate_count by score-weighted sampling without replacement). If none is
+    recommended, or *forced_only*, return forced candidates (stage ``forced``: MASB takes
+    matching nodes whose total capacity fits the task). The stages default to the built-ins
+    named by *p*; a broker passes the policies it was given."""
     m = pool[match][: p.realloc_scan_limit]
     if len(m) == 0:
         return CandidateResult((), min(len(pool), p.realloc_scan_limit), 0, np.zeros(0))
-    sc = np.zeros(len(m)) if forced_only else _scores(p.realloc_score, used[m], cap[m], task_used)
+    if forced_only:
+        sc, picks = np.zeros(len(m)), []
+    else:
+        sc = np.nan_to_num(np.asarray((score or SCORES[p.realloc_score])(used[m], cap[m], task_used),
+                                      dtype=float).reshape(-1))
+        picks = (pick or _builtin_pick(p))(sc, cap[m], used[m], task_used, rng)
+    forced = not picks
+    if forced:
+        picks = (force or _builtin_force(p))(cap[m], task_used, rng)
+    return CandidateResult(tuple(Pick(int(m[x.index]), float(x.score), forced) for x in picks), len(m), len(m), sc)
+
+
+def _builtin_pick(p: BrokerParams) -> Callable:
+    return lambda sc, cap, used, task, rng: sample_by_score(sc, p.candidate_count, rng)
+
+
+def _builtin_force(p: BrokerParams) -> Callable:
+    return lambda cap, task, rng: sample_forced(cap, task, p.candidate_count, rng)
+
+
+def sample_by_score(sc: np.ndarray, count: int, rng: np.random.Generator) -> list[Pick]:
+    """*count* positions of *sc* scoring above 0, by score-weighted random sampling without
+    replacement ([] if none scores above 0: no draw is made)."""
     pos = np.flatnonzero(sc > 0)
-    k = min(p.candidate_count, len(pos))
-    if k:
-        w = sc[pos] / sc[pos].sum()
-        chosen = rng.choice(pos, size=k, replace=False, p=w)
-        picks = tuple(Pick(int(m[j]), float(sc[j]), False) for j in chosen)
-        return CandidateResult(picks, len(m), len(m), sc)
-    fits = np.flatnonzero(np.all(cap[m] >= task_used, axis=1))
-    k = min(p.candidate_count, len(fits))
+    k = min(count, len(pos))
+    if not k:
+        return []
+    w = sc[pos] / sc[pos].sum()
+    chosen = rng.choice(pos, size=k, replace=False, p=w)
+    return [Pick(int(j), float(sc[j]), False) for j in chosen]
+
+
+def sample_forced(cap: np.ndarray, task_used: np.ndarray, count: int, rng: np.random.Generator) -> list[Pick]:
+    """Forced candidates: *count* random positions whose total capacity fits the task."""
+    fits = np.flatnonzero(np.all(cap >= task_used, axis=1))
+    k = min(count, len(fits))
     chosen = rng.choice(fits, size=k, replace=False) if k else []
-    return CandidateResult(tuple(Pick(int(m[j]), 0.0, True) for j in chosen), len(m), len(m), sc)
+    return [Pick(int(j), 0.0, True) for j in chosen]
 
 
 def initial(pool: np.ndarray, match: np.ndarray, cap: np.ndarray, req: np.ndarray, used: np.ndarray,
-            task_req: np.ndarray, p: BrokerParams, limit: int | None = None) -> tuple[list[Pick], int, np.ndarray]:
+            task_req: np.ndarray, p: BrokerParams, limit: int | None = None, *,
+            score: Callable | None = None) -> tuple[list[Pick], int, np.ndarray]:
     """Initial allocation: score at most initial_scan_limit matching nodes with the initial
     score over *requested* resources; best first. Nodes scoring 0 (requests above 90%, as
     they are in an overcommitted cell) follow, lowest resulting *use* share first, among
     those whose use leaves room: our fallback, since the paper's Borg-like cell
     overcommits requests and it says nothing of this case. Returns (ranked picks, scanned,
     scores). *limit* keeps only the first picks of the ranking (the caller tries a few);
-    *match* already includes the RUS rule for production tasks (see :func:`rus_ok`)."""
+    *match* already includes the RUS rule for production tasks (see :func:`rus_ok`). *score* is the
+    stage ``score`` in the ``initial_score`` slot (default: the built-in *p* names)."""
     m = pool[match][: p.initial_scan_limit]
     if len(m) == 0:
         return [], 0, np.zeros(0)
-    sc = _scores(p.initial_score, req[m], cap[m], task_req)
+    sc = np.nan_to_num(np.asarray((score or SCORES[p.initial_score])(req[m], cap[m], task_req),
+                                  dtype=float).reshape(-1))
     order = np.argsort(-sc, kind="stable")
     pos = order[sc[order] > 0][:limit]
     ranked = [Pick(h, s, False) for h, s in zip(m[pos].tolist(), sc[pos].tolist())]
