@@ -35,7 +35,7 @@ from cellbed.controller.megha.lm import LocalMaster
 from cellbed.controller.megha.lm_servicer import LocalMasterServicer
 from cellbed.controller.megha.sampling import (LocalTransport, SamplingScheduler, SamplingSchedulerServicer,
                                                SamplingWorker, SamplingWorkerServicer)
-from cellbed.daemon.admission import admission_policy
+from cellbed.daemon.admission import staged as staged_admission
 from cellbed.daemon.agent import NodeAgent
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.hv_model import ModelFabric
@@ -118,7 +118,7 @@ def build_node(env: Env, cfg: NodeConfig, transport: Transport | None = None,
             raise ValueError("build_node: this Env has no hypervisor backend")
         backend = env.backend_for(cfg)
     agent = NodeAgent(cfg, backend, env.clock, transport if transport is not None else env.transport_for(cfg.host),
-                      admit=admission_policy(cfg.admission))
+                      admit=staged_admission(env.policies.get("admission", cfg.admission)))
     servicer = NodeAgentServicer(agent)
     env.register(cfg.host, "NodeAgent", servicer)
     return agent, servicer
@@ -134,7 +134,7 @@ def build_san(env: Env, node: NodeAgent, cfg: SanConfig, brokers: list[str], cel
     *on_migration* / *on_refused* are the hooks a model cell records migrations with."""
     name = node.cfg.host
     if policies is None:
-        policies = san_policies(cfg)
+        policies = san_policies(cfg, env.policies)
     san = SanAgent(node, transport if transport is not None else env.transport_for(name), env.clock,
                    rng if rng is not None else env.rng(name), cfg, policies, brokers, cell,
                    on_migration=on_migration, on_refused=on_refused)

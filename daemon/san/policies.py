@@ -1,8 +1,9 @@
 """The SAN's policies as one bundle of plain callables, handed to the SanAgent by
 :func:`cellbed.assembly.build_san`; the SAN's mechanism calls a policy only through this bundle.
 
-Each field is a pure function of its explicit inputs (cellbed.policy.masb, cellbed.policy.scores,
-cellbed.policy.migration), with its constants bound by :func:`san_policies` from a SanConfig.
+The stages (overload, task selection, the re-score and target order of step 4, the target's fit)
+are the policy book's guarded policies (DESIGN §17): built-ins with their constants from a
+SanConfig, or plugins. The spike test and the migration-cost model are not stages.
 A policy that draws random numbers takes the SAN's one generator as an argument, so the draws
 stay in the SAN's order (the golden runs check it).
 """
@@ -17,10 +18,10 @@ import numpy as np
 
 from cellbed.daemon.san.config import SanConfig
 from cellbed.policy.masb import accept, overload
-from cellbed.policy.masb.choose import Acceptor, order_targets
-from cellbed.policy.masb.scs import Selection, TabuParams, tabu_select
+from cellbed.policy.masb.choose import Acceptor
+from cellbed.policy.masb.scs import Selection
 from cellbed.policy.migration.cost import MigrationCost, PrecopyParams, precopy
-from cellbed.policy.scores.gpa import GpaParams
+from cellbed.runtime.plugins.book import PolicyBook
 
 OverloadFn = Callable[[overload.HostLoad], overload.Verdict]
 """Step 1: is the host overloaded (capacity, max_util, the RUS rule)? Every verdict carries its reasons."""
@@ -29,12 +30,12 @@ SpikeFn = Callable[[np.ndarray | None, np.ndarray], str]
 MigrationCostFn = Callable[[float, float, float], MigrationCost]
 """SCS input: the predicted cost of moving a guest of (mem MiB, WSS MiB, dirty MiB/s)."""
 ScsFn = Callable[..., Selection]
-"""Step 1, Service Candidate Selection: ``scs(capacity, used, tasks, rng, *, prod_requested)``
-→ the tasks to move (``tasks``: :class:`~cellbed.policy.masb.scs.Candidate`)."""
+"""Step 1, Service Candidate Selection (stage ``task_selection``):
+``scs(capacity, used, tasks, prod_requested, rng)`` → the tasks to move."""
 OrderFn = Callable[[Sequence[Acceptor], Sequence[float], random.Random], list[tuple[Acceptor, float]]]
 """Step 4: ``order(acceptors, task_used, rng)`` → (acceptor, score) in the order step 5 tries them."""
 AcceptFn = Callable[..., accept.Answer]
-"""Steps 3 and 5 on the target: ``accept(target_state, task_demand, *, forced)`` → the answer."""
+"""Steps 3 and 5 on the target (stage ``fit``): ``accept(target_state, task_demand, forced)`` → the answer."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,21 +51,41 @@ class SanPolicies:
     at every sample, and a host with them cannot skip a quiet sample."""
 
 
-def san_policies(cfg: SanConfig) -> SanPolicies:
-    """The bundle SanConfig names (the paper's policies by default)."""
+def scored_order(score: Callable, order: Callable) -> OrderFn:
+    """SAN step 4 from two stages: re-score the acceptors on their fresh usage (stage ``score``,
+    slot ``realloc_score``), then order them (stage ``target_order``). A forced acceptor's score is
+    reported as 0 (it is tried last, for its capacity only)."""
+    def order_targets(acceptors: Sequence[Acceptor], task_used: Sequence[float], rng: random.Random
+                      ) -> list[tuple[Acceptor, float]]:
+        if not acceptors:
+            return []
+        sc = np.zeros(len(acceptors))
+        if not all(a.forced for a in acceptors):
+            used = np.array([a.used for a in acceptors], dtype=float)
+            cap = np.array([a.capacity for a in acceptors], dtype=float)
+            sc = np.nan_to_num(np.asarray(score(used, cap, np.asarray(task_used, dtype=float)),
+                                          dtype=float).reshape(-1))
+        return [(acceptors[i], 0.0 if acceptors[i].forced else max(float(sc[i]), 0.0))
+                for i in order(acceptors, sc, rng)]
+    return order_targets
+
+
+def san_policies(cfg: SanConfig, book: PolicyBook) -> SanPolicies:
+    """The SAN's stages from the policy book: the built-ins *cfg* names, with its parameters,
+    unless the book holds a choice for the slot (DESIGN §17)."""
     cfg = cfg.validate()
-    tabu = TabuParams(restarts=cfg.tabu_restarts, steps=cfg.tabu_steps, patience=cfg.tabu_patience,
-                      max_util=cfg.max_util, score=cfg.scs_score)
-    gpa = GpaParams(rho=cfg.gpa_rho, min_samples=cfg.gpa_min_samples, max_util=cfg.max_util)
+    fit = book.get("fit", cfg.fit, {"max_util": cfg.max_util, "rho": cfg.gpa_rho, "min_samples": cfg.gpa_min_samples})
     return SanPolicies(
-        overload=functools.partial(overload.check, max_util=cfg.max_util),
+        overload=book.get("overload", defaults={"max_util": cfg.max_util}),
         spike=functools.partial(overload.spike, threshold_pct=cfg.rus_threshold_pct),
         migration_cost=functools.partial(precopy, p=PrecopyParams(bandwidth_mib_s=cfg.cost_bandwidth_mib_s)),
-        scs=functools.partial(tabu_select, params=tabu),
-        order_targets=functools.partial(order_targets, score=cfg.realloc_score),
-        accept=functools.partial(accept.evaluate, max_util=cfg.max_util, fit=cfg.fit, gpa=gpa),
-        cpu_stats=cfg.fit == "gpa")
+        scs=book.get("task_selection", defaults={"restarts": cfg.tabu_restarts, "steps": cfg.tabu_steps,
+                                                 "patience": cfg.tabu_patience, "max_util": cfg.max_util,
+                                                 "score": cfg.scs_score}),
+        order_targets=scored_order(book.get("realloc_score", cfg.realloc_score), book.get("target_order")),
+        accept=fit,
+        cpu_stats=fit.needs_input("cpu_stats"))
 
 
 __all__ = ["AcceptFn", "MigrationCostFn", "OrderFn", "OverloadFn", "SanPolicies", "ScsFn", "SpikeFn",
-           "san_policies"]
+           "san_policies", "scored_order"]

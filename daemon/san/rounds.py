@@ -94,7 +94,7 @@ class Initiator:
                 self.counters["scs_nothing_movable"] += 1
                 return
             cap = self.reader.capacity()
-            sel = self.policies.scs(cap, used, cands, self.rng, prod_requested=prod)
+            sel = self.policies.scs(cap, used, cands, prod, self.rng)
             self.counters["scs_runs"] += 1
             self.decisions.maybe("scs", lambda: {
                 "host": self.host, "capacity": cap, "used": used, "prod_requested": prod,

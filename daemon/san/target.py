@@ -70,7 +70,7 @@ class Responder:
             a = accept.Answer(False, accept.OVERLOADED, f"{self.host}: overloaded itself: "
                               + "; ".join(self.policies.overload(self.reader.load()).reasons))
         else:
-            a = self.policies.accept(self.reader.target_state(), d, forced=req.force_migration)
+            a = self.policies.accept(self.reader.target_state(), d, req.force_migration)
         if a.accepted:
             self.counters["accepted"] += 1
             st = self.reader.target_state()
@@ -108,6 +108,6 @@ class Responder:
         if d.name in view.vms:
             ans = accept.Answer(False, accept.SAME_HOST, f"{self.host}: task {d.name} is already here")
         else:
-            ans = self.policies.accept(self.reader.target_state(), d, forced=forced)
+            ans = self.policies.accept(self.reader.target_state(), d, forced)
         if not ans.accepted:
             raise Refused(ans)

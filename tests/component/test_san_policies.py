@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from cellbed import assembly
+from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.daemon.san import SanConfig, san_policies
 from cellbed.domain.vm import VmSpec
 from cellbed.policy.masb.broker_select import BrokerParams
@@ -61,13 +62,13 @@ async def shed(policies):
 def test_an_scs_callable_from_the_assembly_picks_the_tasks_that_move():
     chosen = []
 
-    def last_named(capacity, used, tasks, rng, *, prod_requested) -> Selection:
+    def last_named(capacity, used, tasks, prod_requested, rng) -> Selection:
         """The movable task with the highest name, one per run (the Tabu Search would weigh costs)."""
         name = max(t.name for t in tasks)
         chosen.append(name)
         return Selection((name,), (), 1.0, True, 1, 0.0, 1.0)
 
-    negs = run_virtual(shed(dataclasses.replace(san_policies(CFG), scs=last_named)))
+    negs = run_virtual(shed(dataclasses.replace(san_policies(CFG, PolicyBook()), scs=last_named)))
     assert chosen[:2] == ["t7", "t6"]
     assert [vm for vm, *_ in negs] == chosen[:len(negs)]
     assert [state for _, state, *_ in negs[:2]] == ["migrated", "migrated"]
@@ -81,7 +82,7 @@ def test_a_target_order_from_the_assembly_decides_where_the_tasks_go():
 
     first = {}
     for reverse in (False, True):
-        negs = run_virtual(shed(dataclasses.replace(san_policies(CFG), order_targets=by_name(reverse))))
+        negs = run_virtual(shed(dataclasses.replace(san_policies(CFG, PolicyBook()), order_targets=by_name(reverse))))
         migrated = [(t, steps) for _, state, t, steps in negs if state == "migrated"]
         assert len(migrated) >= 2
         first[reverse] = migrated[0][0]

@@ -1,8 +1,10 @@
-"""The node's admission rules (daemon/admission.py), as the assembly hands them to a NodeAgent:
-pure functions of a VM's spec and the host's read-only view, refusing with the numbers."""
+"""The node's admission (daemon/admission.py) around the ``admission`` stage's built-ins
+(``requested``, ``used``), as the assembly hands them to a NodeAgent: the host's constraints, then
+the policy on the host's read-only view; a refusal carries the numbers."""
 import pytest
 
-from cellbed.daemon.admission import admission_policy, admit_requested, admit_used
+from cellbed.daemon.admission import staged
+from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.daemon.config import NodeConfig
 from cellbed.daemon.host_view import HostView
 from cellbed.daemon.inventory import Reservation, VmEntry
@@ -20,6 +22,10 @@ def host(*, production: bool = False) -> HostView:
     incoming = {"m1": Reservation(VmSpec(name="b", mem_mib=256, vcpus=1, cpu_load=0.25), "h2", 99.0,
                                   cpu_used=0.1, mem_used=50.0)}
     return HostView(cfg, vms, incoming)
+
+
+admit_requested = staged(PolicyBook().get("admission", "requested"))
+admit_used = staged(PolicyBook().get("admission", "used"))
 
 
 def refusal(rule, spec: VmSpec, view: HostView, force: bool = False) -> str:
@@ -61,7 +67,11 @@ def test_constraints_first_and_a_forced_migration_only_against_total_capacity(ru
         "h1: VM c (2048 MiB, 0.10 cores) exceeds total capacity (1024 MiB, 2.00 cores)")
 
 
-def test_the_assembly_picks_the_rule_the_configuration_names():
-    assert admission_policy("requested") is admit_requested and admission_policy("used") is admit_used
-    with pytest.raises(errors.InvalidArgument, match=r"^admission='fit': allowed requested, used$"):
-        admission_policy("fit")
+def test_a_plugin_that_fails_refuses_the_vm_with_one_line(tmp_path):
+    p = tmp_path / "bad.py"
+    p.write_text("def admit(node, vm, forced):\n    return 1 / 0\n")
+    sp = PolicyBook().get("admission", f"{p}:admit")
+    with pytest.raises(errors.FailedPrecondition) as ei:
+        staged(sp)(VmSpec(name="c"), host(), False)
+    assert "policy admission" in str(ei.value) and "ZeroDivisionError" in str(ei.value)
+    assert sp.acc.errors == 1

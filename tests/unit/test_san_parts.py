@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 from cellbed import assembly
+from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.daemon.san import SanAgent, SanConfig, san_policies
 from cellbed.domain import wire
 from cellbed.domain.vm import VmSpec
@@ -65,7 +66,7 @@ def test_the_parts_hold_neither_the_agent_nor_the_node_nor_each_others_private_s
 def test_the_accept_rule_is_the_one_handed_to_the_assembly():
     calls = []
 
-    def refuse(state: accept.TargetState, task: accept.TaskDemand, *, forced: bool) -> accept.Answer:
+    def refuse(state: accept.TargetState, task: accept.TaskDemand, forced: bool) -> accept.Answer:
         calls.append((state.host, task.name, forced))
         return accept.Answer(False, accept.CONSTRAINTS, "refused by the test's rule")
 
@@ -74,7 +75,7 @@ def test_the_accept_rule_is_the_one_handed_to_the_assembly():
         node = await host(env)
         cfg = SanConfig()
         san, _ = assembly.build_san(env, node, cfg, [], "cell",
-                                    policies=dataclasses.replace(san_policies(cfg), accept=refuse))
+                                    policies=dataclasses.replace(san_policies(cfg, PolicyBook()), accept=refuse))
         task = masbpb.TaskInfo(name="t1", used=wire.resources(0.1, 64), requested=wire.resources(0.1, 64))
         a = san.answer(masbpb.TaskMigrationRequest(san_id="s-1", src_host="h9", task=task, force_migration=True))
         await san.stop()
@@ -93,7 +94,7 @@ def test_overload_and_scs_come_from_the_bundle_with_the_sans_rng_and_disable_sto
         verdicts.append(load)
         return overload.Verdict(True, ("the test says so",), (0.0, 0.0))
 
-    def nothing(capacity, used, tasks, rng, *, prod_requested) -> Selection:
+    def nothing(capacity, used, tasks, prod_requested, rng) -> Selection:
         scs_calls.append(([t.name for t in tasks], rng))
         return Selection((), (), 0.0, False, 0, 0.0, 0.0)
 
@@ -104,7 +105,7 @@ def test_overload_and_scs_come_from_the_bundle_with_the_sans_rng_and_disable_sto
         cfg = SanConfig(report_period_s=3600.0)
         rng = random.Random(5)
         san, _ = assembly.build_san(env, h1, cfg, [], "cell", rng=rng,
-                                    policies=dataclasses.replace(san_policies(cfg), overload=always, scs=nothing))
+                                    policies=dataclasses.replace(san_policies(cfg, PolicyBook()), overload=always, scs=nothing))
         other, _ = assembly.build_san(env, h2, cfg, [], "cell")
         san.start()
         other.start()

@@ -1,5 +1,6 @@
 """The node's built-in admission rules (the node's fit test, R4): may a VM start on this host,
-or arrive on it by migration. The constraints (R3) are the node's own check, before this."""
+or arrive on it by migration. The constraints (R3) are the node's own check, before this; a
+forced migration (MASB) is held against total capacity only."""
 from __future__ import annotations
 
 from cellbed.policy import api
@@ -8,24 +9,24 @@ EPS = 1e-9
 
 
 def _forced(node: api.NodeUse, vm: api.VmDemand) -> api.Answer:
-    cpu, mem = vm.requested
+    vc, vm_mem = vm.requested
     cap_c, cap_m = node.capacity
-    if mem > cap_m or cpu > cap_c + EPS:
-        return api.Answer(False, "capacity", f"{node.host}: VM {vm.name} ({mem:g} MiB, {cpu:.2f} cores) "
-                          f"exceeds total capacity ({cap_m:g} MiB, {cap_c:.2f} cores)")
+    if vm_mem > cap_m or vc > cap_c + EPS:
+        return api.Answer(False, "capacity", f"{node.host}: VM {vm.name} ({vm_mem} MiB, {vc:.2f} cores) "
+                          f"exceeds total capacity ({cap_m} MiB, {cap_c:.2f} cores)")
     return api.Answer(True)
 
 
 @api.policy(stage="admission", name="requested", needs=(),
             doc="the VMs' requests, reservations included, stay within capacity (no overcommitment)")
 def requested(node: api.NodeUse, vm: api.VmDemand, forced: bool) -> api.Answer:
-    if forced:               # a MASB forced migration: against total capacity only
+    if forced:
         return _forced(node, vm)
     cpu, mem = node.requested
     vc, vm_mem = vm.requested
     cap_c, cap_m = node.capacity
     if mem + vm_mem > cap_m:
-        return api.Answer(False, "capacity", f"{node.host}: memory {mem:g} + {vm_mem:g} MiB > capacity {cap_m:g} MiB")
+        return api.Answer(False, "capacity", f"{node.host}: memory {mem} + {vm_mem} MiB > capacity {cap_m} MiB")
     if cpu + vc > cap_c + EPS:
         return api.Answer(False, "capacity", f"{node.host}: requested CPU {cpu:.2f} + {vc:.2f} cores > capacity "
                           f"{cap_c:.2f} cores")
@@ -43,10 +44,10 @@ def used(node: api.NodeUse, vm: api.VmDemand, forced: bool) -> api.Answer:
     cap_c, cap_m = node.capacity
     if mem_u + vm_mem > cap_m or cpu_u + vc > cap_c + EPS:
         return api.Answer(False, "capacity", f"{node.host}: used {cpu_u:.2f} cores / {mem_u:.0f} MiB + requested "
-                          f"{vc:.2f} cores / {vm_mem:g} MiB > capacity {cap_c:.2f} cores / {cap_m:g} MiB")
+                          f"{vc:.2f} cores / {vm_mem} MiB > capacity {cap_c:.2f} cores / {cap_m} MiB")
     if vm.production:        # production is not overcommitted: its requests must fit
         pc, pm = node.prod_requested
         if pm + vm_mem > cap_m or pc + vc > cap_c + EPS:
-            return api.Answer(False, "rus", f"{node.host}: production requests {pc:.2f} cores / {pm:g} MiB + "
-                              f"{vc:.2f} / {vm_mem:g} MiB > capacity {cap_c:.2f} cores / {cap_m:g} MiB")
+            return api.Answer(False, "rus", f"{node.host}: production requests {pc:.2f} cores / {pm} MiB + "
+                              f"{vc:.2f} / {vm_mem} MiB > capacity {cap_c:.2f} cores / {cap_m} MiB")
     return api.Answer(True)
