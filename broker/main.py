@@ -46,12 +46,14 @@ class BrokerConfig:
     tls_key: str = ""
     insecure: bool = False                 # plaintext: only by explicit choice
     policy: dict = dataclasses.field(default_factory=dict)   # [policy]: the broker's stages (DESIGN §17)
-    config_dir: str = ""                   # where relative plugin files are taken from (set by load)
+    config_dir: str = dataclasses.field(default="", compare=False, metadata={"derived": True})
+    """Where relative plugin files are taken from: the loaded file's folder."""
 
     @classmethod
     def load(cls, path: str) -> "BrokerConfig":
-        cfg = dataclass_from(cls, load_toml(path), path)
-        cfg = dataclasses.replace(cfg, config_dir=os.path.dirname(os.path.abspath(path)))
+        data = load_toml(path)
+        check_keys(data, [f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")], path)
+        cfg = cls(**data, config_dir=os.path.dirname(os.path.abspath(path)))
         cfg.policy_book()
         check_range("grpc_port", cfg.grpc_port, 0, 65535)
         check_range("metrics_port", cfg.metrics_port, 0, 65535)

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
-from cellbed.domain.config import check_keys, field_names, load_toml
+from cellbed.domain.config import check_keys, load_toml
 from cellbed.domain.errors import InvalidArgument, check_range
+from cellbed.runtime.plugins.book import PolicyBook
+from cellbed.runtime.plugins.config import book_from_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +48,9 @@ class NodeConfig:
     tls_cert: str = ""                       # this node's certificate (identity cellbed://<cell>/node/<host>)
     tls_key: str = ""                        # its key (mode 0600)
     insecure: bool = False                   # plaintext gRPC/MQTT/libvirt: only by explicit choice
+    policy: dict = dataclasses.field(default_factory=dict)  # [policy]: the node's and its SAN's stages (DESIGN §17)
+    config_dir: str = dataclasses.field(default="", compare=False, metadata={"derived": True})
+    """Where relative plugin files are taken from: the loaded file's folder (not written by to_toml)."""
 
     def validate(self) -> "NodeConfig":
         if not self.host:
@@ -78,7 +84,7 @@ class NodeConfig:
     @classmethod
     def load(cls, path: str) -> "NodeConfig":
         data = load_toml(path)
-        check_keys(data, field_names(cls), path)
+        check_keys(data, [f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")], path)
         for f in dataclasses.fields(cls):
             if f.name in data:
                 want = {"str": str, "int": int, "float": (int, float), "bool": bool, "dict": dict}[f.type]
@@ -87,20 +93,28 @@ class NodeConfig:
                     raise InvalidArgument(f"{path}: {f.name}={v!r} must be of type {f.type}")
         if "host" not in data:
             raise InvalidArgument(f"{path}: host is required (the host's name in the cell)")
-        return cls(**data).validate()
+        cfg = cls(**data, config_dir=os.path.dirname(os.path.abspath(path))).validate()
+        cfg.policy_book()                    # every chosen plugin loaded and checked before anything starts
+        return cfg
+
+    def policy_book(self) -> PolicyBook:
+        """The node's policies from its ``[policy]`` table (a real agent isolates a plugin's errors)."""
+        return book_from_table(self.policy, self.config_dir, "isolate")
+
+
+def toml_value(v) -> str:
+    """*v* as a TOML value: nested tables inline, strings as JSON strings (valid TOML basic strings)."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in sorted(v.items())) + "}"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return json.dumps(v)
 
 
 def to_toml(cfg: NodeConfig) -> str:
-    lines = []
-    for f in dataclasses.fields(cfg):
-        v = getattr(cfg, f.name)
-        if isinstance(v, dict):   # an inline table
-            items = ", ".join(f"{json.dumps(k)} = {json.dumps(x)}" for k, x in sorted(v.items()))
-            lines.append(f"{f.name} = {{{items}}}" if items else f"{f.name} = {{}}")
-        elif isinstance(v, bool):
-            lines.append(f"{f.name} = {'true' if v else 'false'}")
-        elif isinstance(v, (int, float)):
-            lines.append(f"{f.name} = {v!r}")
-        else:
-            lines.append(f"{f.name} = {json.dumps(v)}")  # a JSON string is a valid TOML basic string
-    return "\n".join(lines) + "\n"
+    return "".join(f"{f.name} = {toml_value(getattr(cfg, f.name))}\n" for f in dataclasses.fields(cfg)
+                   if not f.metadata.get("derived"))

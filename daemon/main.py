@@ -17,6 +17,9 @@ from cellbed.runtime.authz import mqtt_tls, security_from
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.runtime.peers import PeerDirectory
+from cellbed.runtime.plugins import service as policy_service
+from cellbed.runtime.plugins.config import ErrorLog
+from cellbed.runtime.plugins.prom import PolicyCollector
 from cellbed.runtime.telemetry import MqttPublisher
 from cellbed.v1 import masb_pb2 as masbpb, masb_pb2_grpc as masbpbg, node_pb2 as npb, node_pb2_grpc as npbg
 
@@ -73,11 +76,13 @@ async def serve(cfg: NodeConfig) -> None:
                               mqtt_host=cfg.mqtt_host if brokers else "", mqtt_port=cfg.mqtt_port, name=cfg.host,
                               security=security)
     env = assembly.real_env(clock, lambda name: transport, seed=_seed(cfg),
-                            backend_for=lambda c: make_backend(c, ref))
+                            backend_for=lambda c: make_backend(c, ref), policies=cfg.policy_book())
+    env.policies.env.on_error = ErrorLog(cfg.host)
     agent, servicer = assembly.build_node(env, cfg)
     ref.append(agent)
     san = None
-    services = [(npbg.add_NodeAgentServicer_to_server, servicer, SERVICE)]
+    services = [(npbg.add_NodeAgentServicer_to_server, servicer, SERVICE),
+                policy_service.service_entry(cfg.host, env.policies)]
     if brokers:   # MASB: this node negotiates (SAN) with the brokers and its peers
         san, san_servicer = assembly.build_san(env, agent, _san_config(cfg), list(brokers), cfg.cell)
         services.append((masbpbg.add_SanServicer_to_server, san_servicer, SAN_SERVICE))
@@ -96,7 +101,8 @@ async def serve(cfg: NodeConfig) -> None:
     exporter = None
     if cfg.metrics_port:   # on the host's address; HTTPS for cell certificates, unless the node is insecure
         exporter = prom.Exporter(cfg.address, cfg.metrics_port,
-                                 [NodeCollector(agent, san, prom.OnLoop(asyncio.get_running_loop()))],
+                                 [NodeCollector(agent, san, prom.OnLoop(asyncio.get_running_loop())),
+                                  PolicyCollector(cfg.host, env.policies.env.stats)],
                                  tls=security.tls)
         exporter.start()
     await rpc.set_serving(health, names)

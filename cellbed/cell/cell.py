@@ -36,7 +36,8 @@ from cellbed.cell.record import DEFAULT_STATE_ROOT, Recorder, down, load_state, 
 from cellbed.domain.identity import Role
 from cellbed.runtime.authz import Security
 from cellbed.runtime.cgroups import HostCgroup
-from cellbed.daemon.config import NodeConfig, to_toml
+from cellbed.daemon.config import NodeConfig, to_toml, toml_value
+from cellbed.runtime.plugins.config import absolute_files, book_from_table
 
 __all__ = ["BROKER_PORT", "DEFAULT_GUEST_DIR", "DEFAULT_STATE_ROOT", "GRPC_PORT", "MQTT_PORT", "CellPlan", "HostPlan",
            "Recorder", "down", "health_ok", "load_state", "state_dir", "up"]
@@ -132,20 +133,26 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
        host_cpus: list[float] = (0.5,), host_mem_mib: list[int] = (1024,), root: str = DEFAULT_STATE_ROOT,
        guest_dir: str = DEFAULT_GUEST_DIR, monitor_period_s: float = 5.0, ready_timeout_s: float = 120.0,
        ssh: bool = False, bare: bool = False, san: dict | None = None,
-       host_attributes: list[dict] | None = None, megha: dict | None = None, insecure: bool = False) -> dict:
+       host_attributes: list[dict] | None = None, megha: dict | None = None, insecure: bool = False,
+       policy: dict | None = None, broker_params: dict | None = None) -> dict:
     """*ssh*: an sshd on every host (cellbed/cell/ssh.py); *bare* (needs *ssh*): hosts without
     libvirtd, node daemon or mosquitto, for a playbook to provision. *san*: run MASB — a broker
     agent (cellbed-broker) on the bridge and a SAN agent in every node daemon, with these
     SanConfig overrides. *host_attributes*: machine properties per host (constraints match them).
     *megha*: {"gms", "lms", "standby"}: GMs and LMs under a supervisor (cellbed/cell/megha.py).
     *insecure*: plaintext gRPC, MQTT and libvirt, anonymous and unauthenticated (isolated boxes
-    only); by default the cell gets a CA and every agent a certificate (cellbed/cell/cell_pki.py)."""
+    only); by default the cell gets a CA and every agent a certificate (cellbed/cell/cell_pki.py).
+    *policy*: the ``[policy]`` table every agent loads (stages to plugins, their parameters; DESIGN
+    §17), relative files taken from the working folder and checked before anything is built;
+    *broker_params*: the broker's BrokerParams overrides (scores, candidate count, scan limits)."""
     plan = CellPlan.build(name, n_hosts, subnet, list(host_cpus), list(host_mem_mib))
     if host_attributes is not None and len(host_attributes) != n_hosts:
         raise errors.InvalidArgument(f"host_attributes has {len(host_attributes)} entries: give one per host ({n_hosts})")
     if bare and not ssh:
         raise errors.InvalidArgument("bare hosts are only reachable over SSH: give ssh=True (--ssh) with bare")
     mplan = meghamod.plan(megha, [h.name for h in plan.hosts], bare=bare) if megha is not None else None
+    policy = absolute_files(policy or {}, os.getcwd())
+    book_from_table(policy, "", "isolate")       # refused here, not by every agent at start
     choice = probe(accel)
     sdir = state_dir(name, root)
     if load_state(name, root) is not None:
@@ -162,7 +169,7 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
         "mqtt": f"{plan.bridge_address}:{MQTT_PLAIN_PORT if insecure else MQTT_TLS_PORT}", "insecure": insecure,
         "hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT, "netns": h.netns,
                            "cpu_cores": h.cpu_cores, "mem_mib": h.mem_mib} for h in plan.hosts},
-        "resources": [{"kind": "dir", "path": sdir}]})
+        "resources": [{"kind": "dir", "path": sdir}], "policy": policy, "broker_params": dict(broker_params or {})})
     if bare:
         rec.state.update(bare=True, mqtt="")
     t0 = time.monotonic()
@@ -226,7 +233,7 @@ def _create(rec: Recorder, sdir: str, plan: CellPlan, accel: str, guest_dir: str
         _start_mosquitto(rec, sdir, plan, san is not None, lm_of)
     brokers = ""
     if san is not None and not bare:
-        brokers = _start_broker(rec, sdir, plan, peers_file)
+        brokers = _start_broker(rec, sdir, plan, peers_file, rec.state["policy"], rec.state["broker_params"])
     max_cpu = max(h.cpu_cores for h in plan.hosts)
     max_mem = max(h.mem_mib for h in plan.hosts)
     for h in plan.hosts:
@@ -272,15 +279,16 @@ def _start_mosquitto(rec: Recorder, sdir: str, plan: CellPlan, san: bool, lm_of:
     rec.flush()
 
 
-def _start_broker(rec: Recorder, sdir: str, plan: CellPlan, peers_file: str) -> str:
-    """cellbed-broker on the bridge address, fed by the nodes' MQTT reports. Returns the
-    node daemons' ``brokers`` setting."""
+def _start_broker(rec: Recorder, sdir: str, plan: CellPlan, peers_file: str, policy: dict, params: dict) -> str:
+    """cellbed-broker on the bridge address, fed by the nodes' MQTT reports, with the cell's
+    policies and the broker's parameters. Returns the node daemons' ``brokers`` setting."""
     conf = os.path.join(sdir, "broker.toml")
     with open(conf, "w") as f:
         f.write(f'name = "ba1"\naddress = "{plan.bridge_address}"\ngrpc_port = {BROKER_PORT}\ncell = "{plan.name}"\n'
                 f'mqtt_host = "{plan.bridge_address}"\nmqtt_port = {_mqtt_port(rec.state)}\npeers_file = "{peers_file}"\n'
                 f'decision_log = "{os.path.join(sdir, "broker-decisions.jsonl")}"\n'
                 f'metrics_port = {prom_sd.BROKER_METRICS_PORT}\n'
+                f'params = {toml_value(params)}\npolicy = {toml_value(policy)}\n'
                 + "".join(f"{k} = {json.dumps(v)}\n" for k, v in
                           cell_pki.config_lines(cell_pki.files(rec.state, Role.BROKER, "ba1")).items()))
     argv, logf = [sys.executable, "-m", "cellbed.broker.main", "--config", conf], os.path.join(sdir, "broker.log")
@@ -325,7 +333,7 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
                      cgroup=cg_rel, monitor_period_s=monitor_period_s, mqtt_host=plan.bridge_address,
                      mqtt_port=_mqtt_port(rec.state), cell=plan.name, brokers=brokers, san=dict(san or {}),
                      **cell_pki.config_lines(tls),
-                     attributes={"host": h.name, **(attributes or {})},
+                     attributes={"host": h.name, **(attributes or {})}, policy=rec.state.get("policy", {}),
                      metrics_port=prom_sd.NODE_METRICS_PORT).validate()
     with open(os.path.join(hdir, "node.toml"), "w") as f:
         f.write(to_toml(cfg))

@@ -14,6 +14,7 @@ from cellbed.cell.ssh import inventory, inventory_yaml
 from cellbed.cli.common import Cell, emit, table
 from cellbed.daemon.san import SanConfig
 from cellbed.domain import errors
+from cellbed.runtime.plugins.config import table_from_items
 
 
 def cmd_cell_up(args) -> None:
@@ -21,7 +22,7 @@ def cmd_cell_up(args) -> None:
                     host_cpus=args.host_cpus, host_mem_mib=args.host_mem_mib, root=args.state_root,
                     monitor_period_s=args.monitor_period_s, ssh=args.ssh or args.bare, bare=args.bare,
                     san=_san_overrides(args.san_set) if args.san else None, megha=_megha_options(args),
-                    insecure=args.insecure)
+                    insecure=args.insecure, policy=table_from_items(args.policy))
     if st.get("insecure"):
         print("cellctl: WARNING: cell is INSECURE: plaintext, unauthenticated gRPC, MQTT and libvirt; anyone who "
               "reaches its subnet can start, stop and migrate VMs", file=sys.stderr)

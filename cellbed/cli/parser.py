@@ -117,6 +117,9 @@ def _cell(sub, handler: Handler) -> None:
     p.add_argument("--san", action="store_true", help="MASB: a broker agent on the bridge, SAN in every node daemon")
     p.add_argument("--san-set", action="append", type=key_value, metavar="KEY=VALUE",
                    help="SanConfig override, e.g. max_util=0.8 (repeatable)")
+    p.add_argument("--policy", action="append", default=[], metavar="STAGE=REF",
+                   help="a stage's policy for every agent: STAGE=NAME|module:attr|file.py:attr, or a parameter "
+                        "STAGE.PARAM=VALUE (repeatable; `cellctl policy list` shows the stages)")
     p.add_argument("--megha", action="store_true",
                    help="Megha: GMs and LMs (cellbed-controller) on the bridge, the hosts partitioned among the LMs")
     p.add_argument("--gms", type=int_in(1, 8), default=1, help="with --megha: Global Masters")

@@ -256,5 +256,4 @@ def test_a_policy_table_gives_choices_and_refuses_stray_parameters():
     assert got == {"overload": Choice("x.py:f", {"a": 1}, "/b")}
     with pytest.raises(InvalidArgument, match=r"policy.params.nostage: unknown policy stage"):
         choices_from_table({"params": {"nostage": {}}})
-    with pytest.raises(InvalidArgument, match=r"parameters for a stage whose policy is not chosen"):
-        choices_from_table({"params": {"overload": {"a": 1}}})
+    assert choices_from_table({"params": {"overload": {"max_util": 0.5}}}) == {"overload": Choice("", {"max_util": 0.5})}

@@ -31,7 +31,9 @@ class PolicyBook:
         configured built-in), else the stage's default; *defaults* are the agent's parameters
         for a built-in."""
         stage = check_slot(slot)
-        choice = self.choices.get(slot) or Choice(default_ref or STAGES[stage].default)
+        choice = self.choices.get(slot) or Choice("")
+        if not choice.ref:
+            choice = Choice(default_ref or STAGES[stage].default, choice.params, choice.base_dir)
         key = json.dumps([slot, choice.ref, dict(choice.params), choice.base_dir, dict(defaults or {})],
                          sort_keys=True, default=str)
         sp = self._cache.get(key)
@@ -40,11 +42,13 @@ class PolicyBook:
             self._handed[(slot, json.dumps(sp.ident.to_dict(), sort_keys=True, default=str))] = sp
         return sp
 
-    def check(self, slots: list[str] | None = None, defaults: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        """Resolve the chosen slots now (before anything runs), so that a bad reference, signature or
-        parameter is refused up front."""
-        for slot in slots if slots is not None else list(self.choices):
-            self.get(slot, defaults=(defaults or {}).get(slot))
+    def check(self) -> None:
+        """Resolve every chosen slot now (before anything runs), so that a bad reference, signature
+        or parameter is refused up front. Nothing is handed out: an agent's identities list only
+        the slots it uses."""
+        for slot, choice in self.choices.items():
+            if choice.ref:           # parameters alone are checked by the agent, against its default
+                resolve(slot, choice, self.env)
 
     def identities(self) -> list[Identity]:
         """Every policy handed out, by slot (a slot twice if agents got different parameters)."""

@@ -13,12 +13,14 @@ A relative file reference is taken from the configuration file's folder.
 from __future__ import annotations
 
 import logging
+import tomllib
 from typing import Any, Mapping
 
 from cellbed.domain.config import check_keys
 from cellbed.domain.errors import InvalidArgument, check_range
 from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.runtime.plugins.guard import DEFAULT_BUDGET_MS, MODES, PolicyEnv, PolicyFailed
+from cellbed.runtime.plugins.refs import parse
 from cellbed.runtime.plugins.resolve import SLOTS, choices_from_table
 
 log = logging.getLogger("cellbed.policy")
@@ -45,6 +47,47 @@ def book_from_table(table: Mapping[str, Any] | None, base_dir: str = "", default
     book = PolicyBook(env_from(table, default_mode, where), choices_from_table(table, base_dir, where))
     book.check()
     return book
+
+
+def table_from_items(items: list[str], where: str = "--policy") -> dict:
+    """``STAGE=REF``, ``STAGE.PARAM=VALUE``, ``errors=MODE`` and ``budget_ms=MS`` (as ``cell up
+    --policy`` and sweeps take them) as a ``[policy]`` table. Values are TOML values, or strings."""
+    table: dict[str, Any] = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        k = k.strip()
+        if not sep or not k:
+            raise InvalidArgument(f"{where} {it!r}: allowed STAGE=REF or STAGE.PARAM=VALUE")
+        slot, dot, param = k.partition(".")
+        if slot not in SLOTS and slot not in ("errors", "budget_ms"):
+            raise InvalidArgument(f"{where} {it!r}: unknown stage {slot!r}; allowed: {', '.join(sorted(SLOTS))}, "
+                                  "errors, budget_ms")
+        value = toml_scalar(v)
+        if dot:
+            table.setdefault("params", {}).setdefault(slot, {})[param] = value
+        else:
+            table[slot] = v if slot in SLOTS else value
+    return table
+
+
+def toml_scalar(v: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {v}")["v"]
+    except tomllib.TOMLDecodeError:
+        return v
+
+
+def absolute_files(table: Mapping[str, Any], base_dir: str) -> dict:
+    """The table with every relative ``file.py:attr`` reference made absolute (from *base_dir*),
+    for agents that run in another folder."""
+    out = dict(table)
+    for slot in SLOTS:
+        ref = out.get(slot)
+        if isinstance(ref, str) and ":" in ref:
+            r = parse(SLOTS[slot], ref, base_dir)
+            if r.kind == "file":
+                out[slot] = f"{r.target}:{r.attr}"
+    return out
 
 
 class ErrorLog:

@@ -25,7 +25,7 @@ SLOTS: dict[str, str] = {k.split(".", 1)[1]: s.name for s in STAGES.values() for
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    ref: str
+    ref: str                        # '' = the agent's default policy for the slot, with these parameters
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     base_dir: str = ""              # where a relative file reference is taken from
 
@@ -55,10 +55,9 @@ def choices_from_table(table: Mapping[str, Any], base_dir: str = "", where: str 
             if not isinstance(ref, str):
                 raise InvalidArgument(f"{where}.{slot}: a policy reference (a string), got {ref!r}")
             out[slot] = Choice(ref, dict(params.get(slot, {})), base_dir)
-    for slot in params:
+    for slot in params:           # parameters alone: for the policy the agent uses by default
         if slot not in out:
-            raise InvalidArgument(f"{where}.params.{slot}: parameters for a stage whose policy is not chosen; "
-                                  f"set {where}.{slot} too")
+            out[slot] = Choice("", dict(params[slot]), base_dir)
     return out
 
 
