@@ -8,7 +8,7 @@ import os
 
 from cellbed import assembly
 from cellbed.broker.prom import BrokerCollector
-from cellbed.domain.config import check_keys, dataclass_from, field_names, load_toml
+from cellbed.domain.config import check_keys, field_names, load_toml
 from cellbed.domain.errors import check_range
 from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.runtime import prom, rpc
