@@ -46,9 +46,10 @@ class PolicyBook:
         """Resolve every chosen slot now (before anything runs), so that a bad reference, signature
         or parameter is refused up front. Nothing is handed out: an agent's identities list only
         the slots it uses."""
+        scratch = PolicyEnv(self.env.mode, self.env.budget_ms)      # no timing rows for policies not handed out
         for slot, choice in self.choices.items():
             if choice.ref:           # parameters alone are checked by the agent, against its default
-                resolve(slot, choice, self.env)
+                resolve(slot, choice, scratch)
 
     def identities(self) -> list[Identity]:
         """Every policy handed out, by slot (a slot twice if agents got different parameters)."""
