@@ -94,7 +94,8 @@ def real_env(clock: RealClock, transport_for: Callable[[str], Transport], seed: 
 
 def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost: CostFn | None = None,
               migration_cost: PrecopyParams = PrecopyParams(), migration_failure_prob: float = 0.0,
-              clock: Clock | None = None, guest: GuestOverhead | None = None) -> Env:
+              clock: Clock | None = None, guest: GuestOverhead | None = None,
+              policies: PolicyBook | None = None) -> Env:
     """A model cell's Env: virtual time (with *cost*, the processing-cost model, charged by the
     clock), an in-process network with seeded latency, and model backends sharing one fabric.
     Build it inside the virtual-time loop that will run the cell. *clock* replaces the virtual
@@ -104,7 +105,8 @@ def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost:
     net = InProcNetwork(clock, latency_s, jitter_s, seed=seed)
     fabric = ModelFabric(clock, migration_cost, migration_failure_prob, seed=seed, guest=guest or GuestOverhead())
     return Env(clock=clock, transport_for=net.transport, seed=seed,
-               backend_for=lambda cfg: fabric.backend(cfg.host, cfg.cpu_cores), serve=net.serve, net=net, fabric=fabric)
+               backend_for=lambda cfg: fabric.backend(cfg.host, cfg.cpu_cores), serve=net.serve, net=net, fabric=fabric,
+               policies=policies if policies is not None else PolicyBook())
 
 
 # --- the node daemon -------------------------------------------------------------------------------

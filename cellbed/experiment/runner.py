@@ -36,12 +36,15 @@ from typing import Any, Callable, Iterator, TextIO
 from cellbed.controller.megha.workload import ArrivalConfig
 from cellbed.daemon.san import SanConfig
 from cellbed.domain import errors
+from cellbed.experiment import policies
+from cellbed.experiment.policies import PolicyRunFailed
 from cellbed.experiment.profiling import ProfileWindow
 from cellbed.experiment.progress import Progress, peak_rss_mib
 from cellbed.experiment.real.driver import RealCellDriver
 from cellbed.experiment.report.write import write_report
 from cellbed.experiment.results.writer import ResultsWriter, build_manifest, git_revision, runtime_versions
 from cellbed.experiment.scenario.file import Scenario
+from cellbed.experiment.scenario.policies import policy_book
 from cellbed.experiment.twin.driver import TwinDriver
 from cellbed.model.cell import ModelCell
 from cellbed.model.megha import megha_cell
@@ -51,7 +54,6 @@ from cellbed.model.params import (END_WITH_HOST_S, MASB_FRONTENDS, MEGHA_FRONTEN
                                   migration_calibration)
 from cellbed.policy.migration.costfile import CalibrationFile
 from cellbed.policy.masb.broker_select import BrokerParams
-from cellbed.policy.scores.gpa import GpaParams
 from cellbed.runtime.clock import run_virtual
 from cellbed.workload.generator import WorkloadGenerator
 from cellbed.workload.trace import TraceReader
@@ -123,12 +125,7 @@ class RunResult:
 
 def _masb_params(sc: Scenario) -> ModelCellParams:
     p, s = sc.policy, sc.policy.san
-    if p.fit == "gpa" and (p.gpa_rho != GpaParams.rho or p.gpa_min_samples != GpaParams.min_samples):
-        raise errors.FailedPrecondition(
-            f"policy.gpa_rho={p.gpa_rho:g} / policy.gpa_min_samples={p.gpa_min_samples}: the node agents use "
-            f"GPA's defaults (ϱ = {GpaParams.rho:g}, {GpaParams.min_samples} samples); other values are not wired "
-            "through yet")
-    san = SanConfig(
+    san = SanConfig(gpa_rho=p.gpa_rho, gpa_min_samples=p.gpa_min_samples,
         enabled=s.enabled, max_util=s.max_util, rus_threshold_pct=s.rus_threshold * 100.0,
         spike_policy=s.spike_policy, window_s=s.window_s, recommendation_expiry_s=s.recommendation_expiry_s,
         report_period_s=s.report_period_s, fit=p.fit, realloc_score=p.realloc_score,
@@ -197,6 +194,7 @@ class ModelDriver:
         self.masb = sc.policy.frontend in MASB_FRONTENDS
         self.kind = "model-masb" if self.masb else "model-megha"
         self.profile: ProfileWindow | None = None
+        self.book = policy_book(sc.policy)        # a bad plugin is refused here, before anything is written
 
     def stages(self) -> dict[str, str]:
         p = self.params
@@ -231,7 +229,11 @@ class ModelDriver:
         sc = self.sc
         last = {"tasks": 0, "over": 0.0}
 
+        fatal = self.book.env.fatal
+
         def on_tick(t) -> None:
+            if fatal:                   # strict: a plugin failed; the rows so far stay, the run ends
+                raise PolicyRunFailed(fatal[0])
             w.tick(t)
             share = t.overloaded / t.nodes if t.nodes else 0.0
             last.update(tasks=t.tasks_running, over=share)
@@ -241,13 +243,16 @@ class ModelDriver:
 
         events, reader = workload_source(sc)
         cell = ModelCell(self.params, events, on_tick=on_tick, on_allocation=w.allocation,
-                         on_migration=w.migration)
+                         on_migration=w.migration, policies=self.book)
         wall0, cpu0 = time.perf_counter(), time.process_time()
         try:
             s = run_virtual(cell.run())
+            if fatal:
+                raise PolicyRunFailed(fatal[0])
         finally:
             if reader is not None:       # what was read, also when the run failed part-way
                 w.update_manifest(trace=reader.report())
+            policies.record(w, self.book.identities(), self.book.env.stats, mode=self.book.env.mode)
         if self.profile is not None:
             self.profile.close(sc.run.duration_s)
         wall = time.perf_counter() - wall0

@@ -24,6 +24,8 @@ import contextlib
 import gc
 from typing import Callable, Iterable
 
+from cellbed.runtime.plugins.book import PolicyBook
+from cellbed.runtime.plugins.guard import PolicyEnv
 from cellbed import assembly
 from cellbed.assembly import Env, ModelHost
 from cellbed.metrics.rows import AllocationRow, MigrationRow, TickRow
@@ -63,8 +65,10 @@ class ModelCell:
                  on_tick: Callable[[TickRow], None] | None = None,
                  on_allocation: Callable[[AllocationRow], None] | None = None,
                  on_migration: Callable[[MigrationRow], None] | None = None, front: type | None = None,
-                 ticks_from_samples: bool = False, **frontend_options) -> None:
+                 ticks_from_samples: bool = False, policies: PolicyBook | None = None,
+                 **frontend_options) -> None:
         """*frontend_options* go to the front-end (Megha: gm_params, lm_params, host_attributes);
+        *policies*: the run's policy book (DESIGN §17; the built-ins by default), shared by every agent;
         *front* replaces the front-end class the params choose (the real-cell twin's);
         *ticks_from_samples*: ticks read each host's last sample, as a real cell's runner does
         (GetHostState), instead of its live view (the real-cell twin)."""
@@ -77,6 +81,7 @@ class ModelCell:
         self.ticks_from_samples = ticks_from_samples
         self.acc = TickAccumulator()
         self.env: Env | None = None
+        self.policies = policies if policies is not None else PolicyBook(PolicyEnv(mode="strict"))
         self._frozen = False
         if front is None:
             front = MasbFront if params.frontend in MASB_FRONTENDS else MeghaFront
@@ -86,7 +91,8 @@ class ModelCell:
     def make_env(self, cost=None) -> Env:
         p = self.p
         self.env = assembly.model_env(p.seed, p.latency_s, p.jitter_s, cost=cost, migration_cost=p.cost,
-                                      migration_failure_prob=p.migration_failure_prob, guest=p.guest)
+                                      migration_failure_prob=p.migration_failure_prob, guest=p.guest,
+                                      policies=self.policies)
         return self.env
 
     @property

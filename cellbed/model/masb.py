@@ -19,6 +19,7 @@ from cellbed.domain import errors, wire
 from cellbed.domain.constraints import constraints_match
 from cellbed.domain.vm import VmSpec
 from cellbed.metrics.rows import AllocationRow, MigrationRow
+from cellbed.model.central_fit import Row, choose
 from cellbed.model.front import Front
 from cellbed.model.masb_stream import HOST_EVENTS, StreamMixin
 from cellbed.model.params import Summary
@@ -114,23 +115,19 @@ class MasbFront(StreamMixin, Front):
             return False
 
     def _best_host(self, spec: VmSpec) -> str | None:
-        """Borg-like best fit over the true state: the feasible host (requests within capacity
-        on the request side, use on the use side) left with the least free CPU+memory share."""
-        best, best_left = None, math.inf
+        """Borg-like best fit (the ``allocation`` stage, best_fit by default) over the true state:
+        each host's load as the cell admits VMs (measured use for ``used``, requests otherwise),
+        plus what this front-end decided and has not seen started yet."""
+        by_use = self.cell.policies.get("admission", self.admission).ident.name == "used"
+        rows = []
         for name, h in self.hosts.items():
             v = h.agent.view()
-            if spec.constraints and not constraints_match(spec.constraints, v.attributes):
-                continue
-            cu, mu = v.used()
+            cu, mu = v.used() if by_use else v.allocated()
             bc, bm = self._bestfit_booked.get(name, (0.0, 0.0))   # decided, StartVm still in flight
-            cu, mu = cu + bc, mu + bm
-            cap_c, cap_m = v.capacity
-            if cu + spec.requested_cpu > cap_c or mu + spec.mem_mib > cap_m:
-                continue
-            left = (cap_c - cu - spec.requested_cpu) / cap_c + (cap_m - mu - spec.mem_mib) / cap_m
-            if left < best_left:
-                best, best_left = name, left
-        return best
+            rows.append(Row(name, not spec.constraints or constraints_match(spec.constraints, v.attributes),
+                            v.capacity, (cu + bc, mu + bm)))
+        return choose(self.cell.policies.get("allocation", "best_fit"), rows, (spec.requested_cpu, spec.mem_mib),
+                      self.rng)
 
     async def _place_bestfit(self, spec: VmSpec) -> bool:
         best = self._best_host(spec)

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from cellbed.domain.config import check_keys, field_names
+from cellbed.runtime.plugins import refs
 from cellbed.domain.errors import InvalidArgument, check_range
 from cellbed.policy.masb import accept
 from cellbed.policy.scores import SCORES
@@ -52,13 +53,14 @@ class SanConfig:
     max_scs_per_round: int = 4             # SCS re-runs (step 1 again) per overload round
     quiet_report_s: float = 240.0          # event-driven sampling: an unchanged host reports again after this
 
-    _CHOICES = {"spike_policy": ("none", "pause", "kill"), "fit": ("sum", "gpa"),
-                "realloc_score": tuple(SCORES), "scs_score": tuple(SCORES)}
+    _CHOICES = {"spike_policy": ("none", "pause", "kill"), "scs_score": tuple(SCORES)}
 
     def validate(self) -> "SanConfig":
         for k, allowed in self._CHOICES.items():
             if getattr(self, k) not in allowed:
                 raise InvalidArgument(f"san.{k}={getattr(self, k)!r}: allowed {', '.join(allowed)}")
+        for k, stage in (("fit", "fit"), ("realloc_score", "score")):    # policy references (DESIGN §17)
+            refs.parse(stage, getattr(self, k))
         check_range("san.max_util", self.max_util, 0.05, 1.0)
         check_range("san.rus_threshold_pct", self.rus_threshold_pct, 0.0, 100.0, "points")
         check_range("san.window_s", self.window_s, 0.001, 3600.0, "s")

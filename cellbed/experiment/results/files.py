@@ -19,6 +19,9 @@ VM_COLUMNS = ("t_s", "host", "vm", "state", "age_s", "vcpus", "cpu_load", "cpu_u
 the real runner writes it, the twin's fit reads it."""
 SANS = "san.csv"
 """A real cell's finished SAN rounds, with the time of each step after the overload (cellbed/metrics/san_timing.py)."""
+STAGES = "stages.csv"
+"""Per-stage timing of the run (DESIGN §17, seed 002's TC): calls, errors, hosts or tasks examined and
+time per (stage, policy), summed over every agent (cellbed/runtime/plugins/stats.py)."""
 RUN_COMPLETED = "run_completed"
 
 

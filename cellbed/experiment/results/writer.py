@@ -54,7 +54,9 @@ from cellbed.domain.errors import FailedPrecondition, InvalidArgument
 from cellbed.metrics.rows import (ALLOCATION_COLUMNS, ALLOCATION_OUTCOMES, MIGRATION_COLUMNS, MIGRATION_OUTCOMES, TICK_COLUMNS,
                                   AllocationRow, MigrationRow, TickRow, check_num, csv_cells)
 from cellbed.experiment.results import folder
-from cellbed.experiment.results.files import ALLOCATIONS, EVENTS, IncompleteRun, MANIFEST, MIGRATIONS, RESULTS_FORMAT, RUN_COMPLETED, TICKS
+from cellbed.experiment.results.files import (ALLOCATIONS, EVENTS, IncompleteRun, MANIFEST, MIGRATIONS, RESULTS_FORMAT,
+                                              RUN_COMPLETED, STAGES, TICKS)
+from cellbed.runtime.plugins.stats import STAGE_COLUMNS, StageStats
 from cellbed.experiment.results.reader import Run, load_run, read_table
 
 __all__ = [
@@ -330,6 +332,15 @@ class ResultsWriter:
             self._check_open()
             w.writerow([f"{v:.6g}" if isinstance(v, float) else v for v in (row[c] for c in columns)])
         return write
+
+    def stages(self, stats: StageStats) -> None:
+        """Write ``stages.csv``: the run's per-stage timing, one row per (stage, policy)."""
+        self._check_open()
+        with open(self.path / STAGES, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(STAGE_COLUMNS)
+            for row in stats.rows():
+                w.writerow(row.csv())
 
     def flush(self) -> None:
         """Push every buffered row to the OS."""

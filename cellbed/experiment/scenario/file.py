@@ -65,6 +65,8 @@ from cellbed.experiment.scenario.sections import (
     WorkloadSection,
 )
 from cellbed.experiment.scenario.keys import KeyDoc, field_at, parse_value, plain, schema_docs_of
+from cellbed.experiment.scenario.policies import STAGE_KEYS, check_policy_keys
+from cellbed.runtime.plugins.config import absolute_files
 
 __all__ = [
     "CellSection",
@@ -120,6 +122,7 @@ class Scenario:
 
     def __post_init__(self) -> None:
         w, c, p = self.workload, self.cell, self.policy
+        check_policy_keys(p, None)
         if w.source == "trace" and not w.trace.path:
             raise InvalidArgument("workload.trace.path is required when workload.source = 'trace'")
         if w.source == "generator" and w.trace.path:
@@ -190,6 +193,10 @@ class Scenario:
         of the reference architecture (seed 002's warning: write every stage's policy down).
         """
         m = plain(self, drop_none=False)
+        defaults = {"params": {}, "errors": "strict", "budget_ms": 1000.0, **{k: "" for k in STAGE_KEYS}}
+        for k, v in defaults.items():      # the default: manifests (and sweeps' scenario hashes) stay as before
+            if m["policy"].get(k, v) == v and k not in ("fit", "initial_score", "realloc_score"):
+                m["policy"].pop(k, None)
         if not self.migration.calibration:
             del m["migration"]      # the default: manifests (and sweeps' scenario hashes) stay as before the key
         if self.workload.source != "jobs":
@@ -354,6 +361,11 @@ def parse_scenario(data: Mapping[str, Any] | str, overrides: Sequence[str] = (),
             if not p.is_absolute():
                 raw["workload"] = dict(raw["workload"])
                 raw["workload"]["trace"] = dict(tr, path=str((Path(base_dir) / p).resolve()))
+        pol = raw.get("policy")
+        if isinstance(pol, Mapping):
+            refs = {k: v for k, v in pol.items() if k in STAGE_KEYS and isinstance(v, str) and v}
+            if refs:
+                raw["policy"] = {**pol, **absolute_files(refs, str(base_dir))}
         mig = raw.get("migration")
         if isinstance(mig, Mapping) and isinstance(mig.get("calibration"), str) and mig["calibration"]:
             if not Path(mig["calibration"]).is_absolute():
@@ -376,7 +388,17 @@ def load_scenario(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InvalidArgument(f"{p}: not valid TOML: {e}") from None
-    return parse_scenario(data, overrides, base_dir=p.parent, default_name=p.stem)
+    return parse_scenario(data, [_cwd_ref(o) for o in overrides], base_dir=p.parent, default_name=p.stem)
+
+
+def _cwd_ref(override: str) -> str:
+    """``--set policy.STAGE=file.py:attr``: a relative file is the command line's, from the working
+    folder (a file written in the scenario is taken from the scenario's folder)."""
+    key, sep, value = override.partition("=")
+    slot = key.strip().removeprefix("policy.")
+    if sep and key.strip().startswith("policy.") and slot in STAGE_KEYS:
+        return f"{key}={absolute_files({slot: value.strip()}, str(Path.cwd()))[slot]}"
+    return override
 
 
 # ---------------------------------------------------------------------------

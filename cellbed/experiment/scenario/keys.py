@@ -63,6 +63,10 @@ def field_at(root: type, dotted: str) -> tuple[Any, Mapping[str, Any] | None, li
                                       f"({', '.join(g.name for g in fields(tp))})")
             cls = tp
             continue
+        if prefix == "policy.params":
+            if len(parts) != i + 3:
+                raise InvalidArgument(f"--set {dotted}: stage parameters are policy.params.STAGE.NAME")
+            return Any, None, parts
         if prefix == "workload.generator":
             if last:
                 raise InvalidArgument("--set workload.generator: set one generator key, e.g. "

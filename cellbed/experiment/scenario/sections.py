@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 from cellbed.domain.errors import InvalidArgument
 from cellbed.policy.masb.broker_select import POOL_SAMPLINGS
-from cellbed.policy.scores import SCORES
 from cellbed.experiment.scenario.schema import knob, section
 
 
@@ -228,21 +227,50 @@ class SamplingSection:
                        hi=1000)
 
 
+def _stage(name: str, what: str) -> Any:
+    return knob("", f"stage {name} ({what}): a policy reference, NAME (an installed policy), package.module:attr or "
+                    f"file.py:attr (from the scenario's folder); empty = the front-end's built-in "
+                    f"(`cellctl policy list`)")
+
+
 @dataclass(frozen=True)
 class PolicySection:
-    """``[policy]``: the policy at every stage."""
+    """``[policy]``: the policy at every stage (DESIGN §17). Every stage key takes a policy
+    reference; ``[policy.params.STAGE]`` gives its parameters."""
 
     frontend: str = knob("masb", "initial placement: masb | megha | central (Megha 1 GM × 1 LM) | sampling "
                                  "(Sparrow-style) | bestfit (Borg-like central best-fit, MASB Table 3)",
                          choices=FRONTENDS)
-    fit: str = knob("sum", "fit test: sum (deterministic sums) or gpa (Gaussian percentile, seed 003)",
-                    choices=FIT_NAMES)
-    initial_score: str = knob("sias", "score for initial allocation (masb front-end)", choices=tuple(SCORES))
-    realloc_score: str = knob("sras", "score for re-allocation (SAN candidates and target choice)",
-                              choices=tuple(SCORES))
+    fit: str = knob("sum", "stage fit, the SAN target's accept rule: sum (deterministic sums), gpa (Gaussian "
+                           "percentile, seed 003), or a policy reference")
+    initial_score: str = knob("sias", "stage score for initial allocation (masb front-end): sias, sras, sias_gain, "
+                                      "sras_gain, or a policy reference")
+    realloc_score: str = knob("sras", "stage score for re-allocation (SAN candidates and target choice): sias, "
+                                      "sras, sias_gain, sras_gain, or a policy reference")
     gpa_rho: float = knob(0.01, "fit = gpa: accepted probability that CPU demand exceeds capacity (ϱ)",
                           lo=0.0, hi=0.5, lo_open=True)
     gpa_min_samples: int = knob(100, "fit = gpa: fewest 1-s CPU samples behind μ and σ", lo=2)
+    overload: str = _stage("overload", "T6, T12: is a host overloaded")
+    task_selection: str = _stage("task_selection", "T12: SCS, which tasks leave an overloaded host")
+    candidates: str = _stage("candidates", "R4, R5: the broker's recommendations")
+    forced: str = _stage("forced", "T12, R4: forced candidates when no host has room")
+    target_order: str = _stage("target_order", "R5: the order of the accepting targets")
+    admission: str = _stage("admission", "R4: the node's fit test; empty = used for masb and bestfit (an "
+                                         "overcommitted cell, MASB), requested for the others")
+    allocation: str = _stage("allocation", "R5: Megha's and central's match, best fit's choice; empty = first_fit, "
+                                           "best_fit for bestfit")
+    validation: str = _stage("validation", "R4: the LM's check on its true state")
+    task_order: str = _stage("task_order", "T2: the sort key of a queued task; empty = fifo")
+    preemption: str = _stage("preemption", "T10: whose tasks Megha's fair share preempts")
+    probe: str = _stage("probe", "M5, R5: which nodes the sampling scheduler probes")
+    params: dict[str, Any] = knob(None, "[policy.params.STAGE]: the parameters of a stage's policy, NAME = VALUE "
+                                        "(checked against what the policy declares before the run)", factory=dict)
+    errors: str = knob("strict", "a plugin that raises, hangs or breaks its contract: strict = the run ends with "
+                                 "exit 1 naming it (results kept, marked failed); isolate = that decision is "
+                                 "refused and counted, the run goes on (real agents always isolate)",
+                       choices=("strict", "isolate"))
+    budget_ms: float = knob(1000.0, "a plugin's time budget per call; over it the decision is refused",
+                            lo=0.1, hi=600_000.0, unit="ms")
     san: SanSection = section(SanSection, "SAN switch and constants")
     megha: MeghaSection = section(MeghaSection, "Megha GMs/LMs")
     sampling: SamplingSection = section(SamplingSection, "Sparrow-style sampling")
