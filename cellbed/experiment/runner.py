@@ -44,7 +44,7 @@ from cellbed.experiment.real.driver import RealCellDriver
 from cellbed.experiment.report.write import write_report
 from cellbed.experiment.results.writer import ResultsWriter, build_manifest, git_revision, runtime_versions
 from cellbed.experiment.scenario.file import Scenario
-from cellbed.experiment.scenario.policies import policy_book
+from cellbed.experiment.scenario.policies import broker_params, policy_book
 from cellbed.experiment.twin.driver import TwinDriver
 from cellbed.model.cell import ModelCell
 from cellbed.model.megha import megha_cell
@@ -134,10 +134,7 @@ def _masb_params(sc: Scenario) -> ModelCellParams:
         log_scoring_rate=1.0 / s.scoring_log_every if s.scoring_log_every else 0.0,
         log_target_rate=1.0 / s.scoring_log_every if s.scoring_log_every else 0.0,
     ).validate()
-    broker = BrokerParams(candidate_count=s.candidate_count, realloc_scan_limit=s.realloc_scan_limit,
-                          initial_scan_limit=s.initial_scan_limit, node_expiry_s=s.node_expiry_s,
-                          realloc_score=p.realloc_score, initial_score=p.initial_score, max_util=s.max_util,
-                          pool_sampling=s.pool_sampling)
+    broker = BrokerParams(**broker_params(sc))
     return ModelCellParams(
         nodes=sc.cell.nodes, brokers=BROKERS, seed=sc.run.seed, duration_s=sc.run.duration_s, tick_s=sc.run.tick_s,
         monitor_period_s=s.monitor_period_s, latency_s=sc.cell.network_delay_s, jitter_s=sc.cell.network_delay_s,
@@ -302,6 +299,7 @@ DRIVERS: dict[tuple[str, str], Callable[[Scenario], Any]] = {
     ("real", "masb"): RealCellDriver,
     ("real", "bestfit"): RealCellDriver,
     ("twin", "masb"): TwinDriver,
+    ("twin", "bestfit"): TwinDriver,
 }
 """(cell.kind, policy.frontend) → driver factory. A combination not listed is refused with
 FailedPrecondition naming it; add a driver here to support it."""

@@ -114,6 +114,10 @@ class MasbFront(StreamMixin, Front):
             self.counters["placement_errors"] += 1
             return False
 
+    def _may_host(self, view) -> bool:
+        """A host-level filter of best fit beyond room and constraints (none here; the twin limits VMs per host)."""
+        return True
+
     def _best_host(self, spec: VmSpec) -> str | None:
         """Borg-like best fit (the ``allocation`` stage, best_fit by default) over the true state:
         each host's load as the cell admits VMs (measured use for ``used``, requests otherwise),
@@ -124,8 +128,8 @@ class MasbFront(StreamMixin, Front):
             v = h.agent.view()
             cu, mu = v.used() if by_use else v.allocated()
             bc, bm = self._bestfit_booked.get(name, (0.0, 0.0))   # decided, StartVm still in flight
-            rows.append(Row(name, not spec.constraints or constraints_match(spec.constraints, v.attributes),
-                            v.capacity, (cu + bc, mu + bm)))
+            rows.append(Row(name, (not spec.constraints or constraints_match(spec.constraints, v.attributes))
+                            and self._may_host(v), v.capacity, (cu + bc, mu + bm)))
         return choose(self.cell.policies.get("allocation", "best_fit"), rows, (spec.requested_cpu, spec.mem_mib),
                       self.rng)
 

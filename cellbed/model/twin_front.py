@@ -6,7 +6,8 @@ What differs from the MASB model cell, each as on the real cell:
 * the VMs are the runner's (:mod:`cellbed.workload.realplan`): one vCPU, the runner's request,
   memory, working set and dirty rate; usage records change a VM's CPU load, working set and dirty
   rate as SetWorkload does (and through the fitted guest overhead, the host's measured use);
-* hosts admit on requests (the node daemon's default), not on measured use;
+* hosts admit as the scenario says (the same admission policy as the real node daemons);
+* best fit offers a host at most ``max_vms_per_host`` VMs, as the real runner does (boot capacity);
 * at most ``boots_at_once`` placements (each a guest boot) are in flight, as in the runner, and
   deferred placements are retried ``retry_per_tick`` at a time each tick.
 """
@@ -23,8 +24,10 @@ from cellbed.workload import events as ev
 class TwinFront(MasbFront):
     admission = "requested"
 
-    def __init__(self, cell, *, vms: dict[str, PlannedVm], scale: ScaleDown, boots_at_once: int) -> None:
+    def __init__(self, cell, *, vms: dict[str, PlannedVm], scale: ScaleDown, boots_at_once: int,
+                 max_vms_per_host: int) -> None:
         super().__init__(cell)
+        self.max_vms_per_host = max_vms_per_host
         self.planned = vms
         self.scale = scale
         self.boots_at_once = boots_at_once
@@ -50,6 +53,9 @@ class TwinFront(MasbFront):
                 self.counters["set_workload_not_placed"] += 1
             return
         super().apply(e)
+
+    def _may_host(self, view) -> bool:
+        return len(view.vms) < self.max_vms_per_host
 
     async def _place(self, spec: VmSpec) -> bool:
         if self._boot_slots is None:

@@ -111,8 +111,10 @@ def test_trace_source_resolves_path_and_options(tmp_path):
 BAD = [
     # (scenario text, substrings the error must contain)
     ('[policy]\nfrontend = "borg"', ["policy.frontend", "masb, megha, central, sampling, bestfit"]),
-    ('[policy]\nfit = "max"', ["policy.fit", "sum, gpa"]),
-    ('[policy]\ninitial_score = "sas"', ["policy.initial_score", "sias, sras, sias_gain, sras_gain"]),
+    ('[policy]\nfit = "max"', ["policy.fit", "gpa, sum", "file.py:attr"]),
+    ('[policy]\ninitial_score = "sas"', ["policy.initial_score", "sias, sias_gain, sras, sras_gain"]),
+    ('[policy]\ntask_order = "x y"', ["policy.task_order", "not a policy name"]),
+    ('[policy.params]\nnostage = {}', ["policy.params.nostage", "unknown policy stage"]),
     ('[policy.san]\nmax_util = 1.5', ["policy.san.max_util=1.5", "(0.0, 1.0]"]),
     ('[policy.san]\nmax_util = 0', ["policy.san.max_util=0.0", "(0.0, 1.0]"]),  # open at 0
     ('[policy.san]\ncandidate_count = 0', ["policy.san.candidate_count=0", "[1, 1000]"]),
@@ -314,14 +316,19 @@ def test_stage_policies_follow_the_frontend_and_san():
     assert "sias" in masb["R5"] and "200" in masb["R5"]
     assert "sras" in masb["T12"] and "15" in masb["T12"]
     best = parse_scenario(BASE, ["policy.frontend=bestfit", "policy.san=false"]).stage_policies()
-    assert best["R5"].startswith("best fit")
+    assert best["R5"].startswith("allocation best_fit")
     assert best["T12"].startswith("none")
     samp = parse_scenario(BASE, ["policy.frontend=sampling", "policy.sampling.probes=3"]).stage_policies()
     assert "3 random probes" in samp["M5"]
     fair = parse_scenario(BASE, ["policy.frontend=megha", "policy.megha.shares=[0.5,0.5]"]).stage_policies()
     assert "2 user queues" in fair["J2"] and "fairness" in fair["T10"]
     gpa = parse_scenario(BASE, ["policy.fit=gpa"]).stage_policies()
-    assert "GPA" in gpa["R4"]
+    assert "fit gpa (CPU" in gpa["T12"] and "node admission used" in gpa["R4"]
+    srtf = parse_scenario(BASE, ["policy.frontend=central", "policy.megha.gms=1", "policy.megha.lms=1",
+                                 "policy.task_order=refarch.srtf",
+                                 "policy.allocation=worst_fit"]).stage_policies()
+    assert srtf["T2"].startswith("task_order refarch.srtf") and srtf["R5"].startswith("allocation worst_fit")
+    assert "node admission requested" in srtf["R4"]
 
 
 def test_trace_manifest_carries_trace_options():

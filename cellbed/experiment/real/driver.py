@@ -43,9 +43,13 @@ import numpy as np
 from cellbed.cell import cell as cellmod
 from cellbed.domain import errors
 from cellbed.workload.realplan import ScaleDown
+from cellbed.experiment import policies
+from cellbed.experiment.policies import agent_key
+from cellbed.experiment.real.policies import collect_now
 from cellbed.experiment.real.run import MAX_VM_MEM_MIB, RealRun
 from cellbed.experiment.results.writer import ResultsWriter
 from cellbed.experiment.scenario.file import Scenario
+from cellbed.experiment.scenario.policies import broker_params, policy_book, policy_table
 from cellbed.workload.generator import WorkloadGenerator
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,8 @@ class RealCellDriver:
                 f"workload.real.max_vms_per_host={r.max_vms_per_host} guests of at least "
                 f"workload.real.min_vm_mem_mib={r.min_vm_mem_mib} MiB do not fit cell.host_mem_mib={c.host_mem_mib}")
         self.san_cfg = self._san_overrides() if (self.use_san or self.use_broker) else None
+        self.book = policy_book(sc.policy, "isolate")     # the runner's own stages (best fit); plugins checked now
+        self.policy = {**policy_table(sc.policy), "errors": "isolate"}     # every agent's [policy] table
 
     # -- manifest -------------------------------------------------------------------------
     def _san_overrides(self) -> dict[str, Any]:
@@ -83,7 +89,8 @@ class RealCellDriver:
         return {"enabled": s.enabled, "max_util": s.max_util, "rus_threshold_pct": s.rus_threshold * 100.0,
                 "spike_policy": s.spike_policy, "window_s": s.window_s / k,
                 "recommendation_expiry_s": s.recommendation_expiry_s / k, "report_period_s": s.report_period_s / k,
-                "fit": p.fit, "realloc_score": p.realloc_score, "tabu_restarts": s.tabu_restarts,
+                "fit": p.fit, "realloc_score": p.realloc_score, "gpa_rho": p.gpa_rho,
+                "gpa_min_samples": p.gpa_min_samples, "tabu_restarts": s.tabu_restarts,
                 "tabu_steps": s.tabu_steps, "tabu_patience": s.tabu_patience,
                 "boot_grace_s": 15.0,
                 "log_scs_rate": 1.0 / s.scs_log_every if s.scs_log_every else 0.0,
@@ -99,7 +106,7 @@ class RealCellDriver:
                    f"{r.min_task_s:g} s become VMs ({r.task_fraction:g} of them, ≤ {r.max_vms_per_host} per host, "
                    f"{self.scale.min_vm_mem_mib}–{self.scale.max_vm_mem_mib} MiB, 1 vCPU, each carrying "
                    f"{self.scale.tasks_per_vm:.2f} GCD tasks' CPU); constraints dropped; the broker runs "
-                   f"cellbed-broker's defaults in wall-clock time"),
+                   f"the scenario's parameters in wall-clock time"),
         }
 
     def extra(self) -> dict[str, Any]:
@@ -122,7 +129,8 @@ class RealCellDriver:
             try:
                 st = cellmod.up(self.name, c.hosts, accel=c.accel, subnet=c.subnet, host_cpus=[c.host_cpu_cores],
                                 host_mem_mib=[c.host_mem_mib], root=root,
-                                monitor_period_s=self.sc.policy.san.monitor_period_s / self.comp, san=self.san_cfg)
+                                monitor_period_s=self.sc.policy.san.monitor_period_s / self.comp, san=self.san_cfg,
+                                policy=self.policy, broker_params=broker_params(self.sc) if self.use_broker else None)
             finally:
                 if st is None:
                     removed = cellmod.down(self.name, root)     # up records before it creates
@@ -132,10 +140,27 @@ class RealCellDriver:
             return summary
         finally:
             if st is not None:
+                self._record_policies(st, w)
                 self._keep_logs(root, w)
                 removed = cellmod.down(self.name, root)
                 log.info("cell %s down: %d resources removed", self.name, len(removed))
             shutil.rmtree(root, ignore_errors=True)
+
+    def _record_policies(self, st: dict, w: ResultsWriter) -> None:
+        """What every agent loaded, and the runner's own stages (best fit's allocation)."""
+        try:
+            ids, stats, agents, missing = collect_now(st)
+        except Exception as e:    # noqa: BLE001 - the cell may be half gone after a failure; say so
+            log.warning("the agents' policies could not be collected: %s", e)
+            return
+        for i in self.book.identities():
+            ids.append(i)
+            agents.setdefault(agent_key(i), []).append("runner")
+        stats.merge(self.book.env.stats)
+        if not w.completed:
+            policies.record(w, ids, stats, agents, mode="isolate")
+            if missing:
+                w.update_manifest(policy_agents_missing=missing)
 
     def _keep_logs(self, root: str, w: ResultsWriter) -> None:
         """Copy the node, broker and hostinit logs into the results folder before the cell goes."""

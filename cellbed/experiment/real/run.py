@@ -8,6 +8,7 @@ import collections
 import contextlib
 import logging
 import math
+import random
 import time
 from typing import Any, Protocol
 
@@ -15,6 +16,8 @@ from cellbed.domain import errors, wire
 from cellbed.domain.names import task_name
 from cellbed.workload import realplan
 from cellbed.experiment.real.poll import PollMixin
+from cellbed.model.central_fit import Row, choose
+from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.experiment.real.stop import stop_until_done
 from cellbed.experiment.results.writer import ResultsWriter
 from cellbed.experiment.results.files import SANS, VM_COLUMNS, VMS
@@ -51,6 +54,7 @@ class LiveCell(Protocol):
     comp: float
     use_broker: bool
     use_san: bool
+    book: PolicyBook
     gen_cfg: GeneratorConfig
     scale: realplan.ScaleDown
 
@@ -90,6 +94,7 @@ class RealRun(PollMixin):
         self.bg: set[asyncio.Task] = set()
         self.last = {"tasks": 0, "over": 0.0}
         self.last_tick_s = -math.inf
+        self.rng = random.Random(self.sc.run.seed)      # for an allocation policy that draws
 
     # -- time -----------------------------------------------------------------------------------
     def sim_now(self) -> float:
@@ -262,22 +267,23 @@ class RealRun(PollMixin):
         return r.host
 
     async def _place_bestfit(self, vm: Vm) -> str:
-        """Borg-like best fit over the hosts' last states (requests within capacity), then StartVm."""
-        best, left = None, math.inf
-        for h, s in self.host_state.items():
-            cap_c, cap_m = s.capacity.cpu_cores, s.capacity.mem_mib
-            rc, rm = s.cpu_req_cores + vm.req_cores, s.mem_alloc_mib + vm.mem
-            if rc > cap_c or rm > cap_m or s.vm_count >= self.sc.workload.real.max_vms_per_host:
-                continue
-            lft = (cap_c - rc) / cap_c + (cap_m - rm) / cap_m
-            if lft < left:
-                best, left = h, lft
+        """Borg-like best fit (the ``allocation`` stage, as on a model cell) over the hosts' last
+        states, on requests or measured use as the cell admits, at most max_vms_per_host each
+        (boot capacity), then StartVm."""
+        by_use = self.d.book.get("admission", "requested").ident.name == "used"
+        limit = self.sc.workload.real.max_vms_per_host
+        rows = [Row(h, s.vm_count < limit, (s.capacity.cpu_cores, s.capacity.mem_mib),
+                    (s.cpu_used_cores, s.mem_used_mib) if by_use else (s.cpu_req_cores, s.mem_alloc_mib))
+                for h, s in self.host_state.items()]
+        best = choose(self.d.book.get("allocation", "best_fit"), rows, (vm.req_cores, vm.mem), self.rng)
         if best is None:
             raise errors.FailedPrecondition(f"no host has room for {vm.name} ({vm.req_cores:.2f} cores, {vm.mem} MiB)")
         await self.node(best, "StartVm", npb.StartVmRequest(spec=vm.spec), timeout=START_TIMEOUT_S)
         st = self.host_state[best]         # book it until the next poll, so concurrent placements see it
         st.cpu_req_cores += vm.req_cores
         st.mem_alloc_mib += vm.mem
+        st.cpu_used_cores += vm.req_cores
+        st.mem_used_mib += vm.mem
         st.vm_count += 1
         return best
 

@@ -66,6 +66,7 @@ from cellbed.experiment.scenario.sections import (
 )
 from cellbed.experiment.scenario.keys import KeyDoc, field_at, parse_value, plain, schema_docs_of
 from cellbed.experiment.scenario.policies import STAGE_KEYS, check_policy_keys
+from cellbed.experiment.scenario.stages import stage_policies
 from cellbed.runtime.plugins.config import absolute_files
 
 __all__ = [
@@ -212,87 +213,8 @@ class Scenario:
         return m
 
     def stage_policies(self) -> dict[str, str]:
-        """The policy at each stage of seed 002's reference architecture (digest §A.5, §A.8 checklist).
-
-        Stages the runner decides and the scenario does not (e.g. T11 recovery) are left for the
-        runner to add to the manifest.
-        """
-        p, w, san = self.policy, self.workload, self.policy.san
-        fit = ("sum of requests ≤ capacity (memory and CPU)" if p.fit == "sum" else
-               f"GPA: CPU μ'+Φ⁻¹(1−{p.gpa_rho:g})σ' ≤ capacity (≥ {p.gpa_min_samples} samples), memory as a sum")
-        if w.source == "generator":
-            j1 = f"synthetic GCD-shaped generator, seed {self.run.seed}, multiplier {w.multiplier:g}"
-        elif w.source == "jobs":
-            j1 = (f"Megha's Poisson jobs, seed {self.run.seed}: {w.jobs.job_rate_per_1k_nodes:g} jobs/s per "
-                  f"1,000 nodes for {w.jobs.arrivals_s:g} s, the cell {w.jobs.fill:.0%} full at the start")
-        else:
-            j1 = f"GCD-2011 trace {w.trace.path}, node fraction {w.trace.node_fraction:g}, multiplier {w.multiplier:g}"
-        if w.compaction:
-            j1 += f", cell compacted by {w.compaction:.2%}"
-        s: dict[str, str] = {
-            "J1": j1,
-            "J2": "every job eligible (no user or flow-control filter)",
-            "J3": "arrival order (no job sorting)",
-            "T1": "every task of an arrived job",
-            "T2": "FIFO by arrival time",
-        }
-        m = p.megha
-        queues = (f"{len(m.shares)} user queues with shares {list(m.shares)}" if m.shares else "one queue")
-        if p.frontend == "masb":
-            s |= {
-                "M4": "BAs are not filtered",
-                "M5": "a uniformly random BA handles each arrival",
-                "R3": "constraints vs node attributes on the BA's cache (stale ≤ "
-                      f"{san.node_expiry_s:g} s)",
-                "R4": f"{fit}, on requested resources, from the BA cache",
-                "R5": f"highest {p.initial_score} over ≤ {san.initial_scan_limit} matching nodes "
-                      "(requested resources)",
-            }
-        elif p.frontend in ("megha", "central"):
-            s |= {
-                "J2": f"{queues}; a queue is served by one GM, round-robin among its queues",
-                "M4": "LMs by the GM's eventually consistent view (updates every "
-                      f"{m.update_period_s:g} s, piggy-backed on replies)",
-                "M5": f"internal partitions round-robin, then external partitions round-robin across LMs "
-                      f"(repartition); {m.gms} GM × {m.lms} LM",
-                "R3": "constraint bit-vectors ANDed per partition",
-                "R4": f"{fit}, on the GM's view; the LM validates on its true state",
-                "R5": "first fit in partition bit order",
-            }
-        elif p.frontend == "sampling":
-            s |= {
-                "M4": "no scheduler filter; every task's scheduler probes nodes itself",
-                "M5": f"{p.sampling.probes} random probes per task, late binding to the first free",
-                "R3": "constraints vs attributes of the probed nodes",
-                "R4": f"{fit}, on the probed nodes' state",
-                "R5": "first probe to offer a free slot (late binding)",
-            }
-        else:  # bestfit
-            s |= {
-                "M4": "monolithic: one central scheduler",
-                "M5": "the central scheduler",
-                "R3": "constraints vs node attributes over all nodes",
-                "R4": f"{fit}, on requested resources, exact state",
-                "R5": "best fit: the feasible node left with the least free capacity (sum of normalised "
-                      "free CPU and memory)",
-            }
-        if p.frontend in ("megha", "central") and m.shares:
-            s["T10"] = ("Megha fairness: under contention, preempt tasks of the user with the largest share "
-                        "violation; the LM verifies")
-        elif san.enabled and san.spike_policy != "none":
-            s["T10"] = f"RUS spike > {san.rus_threshold:.0%}: {san.spike_policy} non-production VMs on the host"
-        else:
-            s["T10"] = "none"
-        if san.enabled:
-            s["T12"] = (f"SAN on overload (used or production requests > {san.max_util:.0%}): SCS by tabu search "
-                        f"({san.tabu_restarts} restarts × {san.tabu_steps} steps, patience {san.tabu_patience}); "
-                        f"candidates by {p.realloc_score} over ≤ {san.realloc_scan_limit} nodes, "
-                        f"{san.candidate_count} by score-weighted sampling; window {san.window_s:g} s; "
-                        f"target by {p.realloc_score} on fresh usage, score-weighted; "
-                        f"expiry {san.recommendation_expiry_s:g} s")
-        else:
-            s["T12"] = "none (no migration)"
-        return s
+        """The policy at each stage of seed 002's reference architecture (scenario/stages.py)."""
+        return stage_policies(self)
 
 
 def _generator_message(msg: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from cellbed.domain.errors import InvalidArgument
 from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.runtime.plugins.config import absolute_files, book_from_table
-from cellbed.runtime.plugins.refs import parse
+from cellbed.runtime.plugins.refs import entry_points, parse
 from cellbed.runtime.plugins.resolve import SLOTS, check_slot
 
 SAN_SLOTS = ("overload", "task_selection", "realloc_score", "target_order", "fit")
@@ -52,8 +52,11 @@ def check_policy_keys(policy: Any, base_dir: str | None) -> dict:
     relative file references made absolute from *base_dir*."""
     for slot in STAGE_KEYS:
         ref = getattr(policy, slot)
-        if ref:
-            parse(SLOTS[slot], ref, base_dir or "")
+        if ref and parse(SLOTS[slot], ref, base_dir or "").kind == "entry-point":
+            names = [e.name for e in entry_points(SLOTS[slot])]     # a name is checked at once; code when loaded
+            if ref not in names:
+                raise InvalidArgument(f"policy.{slot}={ref!r} is not allowed: choose one of {', '.join(names)}, "
+                                      "or give package.module:attr or file.py:attr")
     for slot, params in policy.params.items():
         check_slot(slot, "policy.params")
         if not isinstance(params, dict):
@@ -74,6 +77,15 @@ def policy_table(policy: Any) -> dict:
     table["errors"] = policy.errors
     table["budget_ms"] = policy.budget_ms
     return table
+
+
+def broker_params(sc: Any) -> dict:
+    """The broker's parameters a scenario sets (the same on a model cell, a real one and its twin)."""
+    p, s = sc.policy, sc.policy.san
+    return {"candidate_count": s.candidate_count, "realloc_scan_limit": s.realloc_scan_limit,
+            "initial_scan_limit": s.initial_scan_limit, "node_expiry_s": s.node_expiry_s,
+            "realloc_score": p.realloc_score, "initial_score": p.initial_score, "max_util": s.max_util,
+            "pool_sampling": s.pool_sampling}
 
 
 def policy_book(policy: Any, mode: str = "") -> PolicyBook:

@@ -28,7 +28,9 @@ from cellbed.workload import realplan
 from cellbed.workload.realplan import Plan
 from cellbed.experiment.real.run import BOOTS_AT_ONCE
 from cellbed.experiment.results.writer import ResultsWriter
+from cellbed.experiment import policies
 from cellbed.experiment.scenario.file import Scenario
+from cellbed.experiment.scenario.policies import broker_params, policy_book
 from cellbed.model.cell import ModelCell
 from cellbed.model.params import ModelCellParams, migration_calibration
 from cellbed.model.twin_front import TwinFront
@@ -68,15 +70,16 @@ class TwinDriver:
     def __init__(self, sc: Scenario, guest: GuestOverhead | None = None, link_mib_s: float | None = None) -> None:
         """*guest*: the real guests' overhead; *link_mib_s*: the migration link's measured rate on
         the real cell (replaces the calibration's); both fitted by cellctl compare."""
-        if sc.policy.frontend != "masb":
+        if sc.policy.frontend not in ("masb", "bestfit"):
             raise errors.FailedPrecondition(f"policy.frontend={sc.policy.frontend!r}: the real-cell twin runs masb "
-                                            "(the real runner's own best fit has no model twin yet)")
+                                            "or bestfit, as the real runner does")
         self.sc = sc
         self.real = RealCellDriver(sc)          # the scale-down and SAN settings (nothing is started)
         self.comp = sc.workload.time_compression
         self.guest = (guest or GuestOverhead()).validate()
         self.link_mib_s = link_mib_s
         self.calibration = migration_calibration(sc.migration.calibration)
+        self.book = policy_book(sc.policy, "isolate")   # the real agents' policies: same table, same errors
         self.params = self._params()
 
     def fit(self, guest: GuestOverhead, link_mib_s: float | None) -> "TwinDriver":
@@ -87,11 +90,11 @@ class TwinDriver:
 
     def _params(self) -> ModelCellParams:
         sc, k = self.sc, self.comp
-        san = SanConfig(**self.real.san_cfg).validate()
-        p = ModelCellParams(frontend="masb", nodes=sc.cell.hosts, seed=sc.run.seed, latency_s=LOOPBACK_LATENCY_S,
+        san = SanConfig(**(self.real.san_cfg or {"enabled": False})).validate()
+        p = ModelCellParams(frontend=sc.policy.frontend, nodes=sc.cell.hosts, seed=sc.run.seed, latency_s=LOOPBACK_LATENCY_S,
                             jitter_s=LOOPBACK_LATENCY_S, monitor_period_s=sc.policy.san.monitor_period_s / k,
                             duration_s=sc.run.duration_s / k, tick_s=sc.run.tick_s / k, brokers=1,
-                            cpu_scale_cores=1.0, mem_scale_mib=1.0, san=san, broker=BrokerParams(),
+                            cpu_scale_cores=1.0, mem_scale_mib=1.0, san=san, broker=BrokerParams(**broker_params(sc)),
                             retry_per_tick=RETRY_PER_TICK, guest=self.guest)
         if self.calibration is not None:
             p = dataclasses.replace(p, cost=self.calibration.params)
@@ -103,8 +106,8 @@ class TwinDriver:
         g = self.guest
         return {"T11": "none: hosts do not fail during a run",
                 "B1": (f"model twin of a real cell: {self.sc.cell.hosts} model hosts of {self.sc.cell.host_cpu_cores:g} "
-                       f"cores / {self.sc.cell.host_mem_mib} MiB admitting on requests, the real runner's VMs, one "
-                       f"broker with cellbed-broker's defaults, SAN with the real cell's wall-clock periods; guests "
+                       f"cores / {self.sc.cell.host_mem_mib} MiB, the real runner's VMs, one broker with the "
+                       f"scenario's parameters, SAN with the real cell's wall-clock periods; guests "
                        f"cost {g.cpu_base_cores:g} + {g.cpu_gain:g} × load cores and {g.mem_base_mib:g} + "
                        f"{g.mem_gain:g} × guest memory MiB, boot in {g.boot_s:g} s at {g.boot_cpu_cores:g} cores, ≤ {BOOTS_AT_ONCE} at once")}
 
@@ -143,9 +146,13 @@ class TwinDriver:
 
         cell = ModelCell(self.params, events, on_tick=on_tick, on_allocation=on_allocation, on_migration=on_migration,
                          front=TwinFront, vms={v.name: v for v in plan.vms}, scale=self.real.scale,
-                         ticks_from_samples=True, boots_at_once=BOOTS_AT_ONCE)
+                         ticks_from_samples=True, boots_at_once=BOOTS_AT_ONCE,
+                         max_vms_per_host=r.max_vms_per_host, policies=self.book)
         wall0 = time.perf_counter()
-        s = run_virtual(cell.run())
+        try:
+            s = run_virtual(cell.run())
+        finally:
+            policies.record(w, self.book.identities(), self.book.env.stats, mode=self.book.env.mode)
         wall = time.perf_counter() - wall0
         progress.update(sc.run.duration_s, last["tasks"], last["over"], force=True)
         progress.close()
