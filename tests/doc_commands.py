@@ -173,6 +173,7 @@ ON_A_VM = {"cmd_vm_stop", "cmd_vm_set_workload", "cmd_vm_migrate", "cmd_vm_abort
 
 @dataclass
 class _Cell:
+    subnet: str
     san: bool
     megha: bool
     vms: set[str] = field(default_factory=set)
@@ -182,8 +183,8 @@ class _Cell:
 def dry_run(cmds: list[Command], parser: argparse.ArgumentParser) -> list[str]:
     """Follow the executed (not parse-only) commands of one page in order, from a box without a
     cell, and say what would go wrong on a real one: a command on a cell that is not up (or up
-    without the agents it needs), a second `cell up`, a VM or task that no earlier line of the page
-    made, a cell left up at the end."""
+    without the agents it needs), a second `cell up` of a name or a subnet, a VM or task that no
+    earlier line of the page made, a cell left up at the end."""
     cells: dict[str, _Cell] = {}
     problems = []
     for c in cmds:
@@ -191,6 +192,7 @@ def dry_run(cmds: list[Command], parser: argparse.ArgumentParser) -> list[str]:
             continue
         a = parser.parse_args(list(c.argv))
         fn, cell = a.fn.__name__, cells.get(a.cell)
+        needs_cell = fn in NEEDS_CELL or (fn == "cmd_bench_migration" and not a.fit_from)
 
         def need(ok: bool, what: str) -> bool:
             if not ok:
@@ -198,11 +200,13 @@ def dry_run(cmds: list[Command], parser: argparse.ArgumentParser) -> list[str]:
             return ok
 
         if fn == "cmd_cell_up":
-            if need(cell is None, f"cell {a.cell!r} is already up"):
-                cells[a.cell] = _Cell(a.san, a.megha)
+            taken = [n for n, x in cells.items() if x.subnet == a.subnet]
+            if need(cell is None, f"cell {a.cell!r} is already up") and \
+                    need(not taken, f"subnet {a.subnet} is already cell {taken[0]!r}'s" if taken else ""):
+                cells[a.cell] = _Cell(a.subnet, a.san, a.megha)
         elif fn == "cmd_cell_down":
             cells.pop(a.cell, None)
-        elif fn in NEEDS_CELL | NEEDS_SAN | NEEDS_MEGHA | ON_A_VM | {"cmd_vm_start", "cmd_submit", "cmd_task"}:
+        elif needs_cell or fn in NEEDS_SAN | NEEDS_MEGHA | ON_A_VM | {"cmd_vm_start", "cmd_submit", "cmd_task"}:
             if fn in {"cmd_submit", "cmd_task"} | NEEDS_MEGHA and (a.controller or getattr(a, "gm", "")
                                                                    or getattr(a, "lm", "")):
                 continue                               # names its agents itself

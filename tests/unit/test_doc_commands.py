@@ -68,7 +68,8 @@ def test_commands_are_found_with_lines_continuations_and_markers():
 
 
 def test_a_cellctl_line_the_runner_would_miss_is_reported():
-    text = "```sh\ncd x && cellctl nodes\nX=1 cellctl nodes\n```\n```bash\ncellctl nodes\n```\n```\nsudo cellctl vm list\n```\n"
+    text = ("```sh\ncd x && cellctl nodes\nX=1 cellctl nodes\n```\n"
+            "```bash\ncellctl nodes\n```\n```\nsudo cellctl vm list\n```\n")
     assert [s.split(": ")[0] for s in docs.strays("y.md", text)] == ["y.md:2", "y.md:3", "y.md:6", "y.md:9"]
 
 
@@ -81,14 +82,18 @@ def test_dry_run_says_what_would_fail_on_a_real_cell():
             cmd(3, "vm", "migrate", "a", "--to", "h2"), cmd(4, "broker", "cache"), cmd(5, "vm", "stop", "a"),
             cmd(6, "vm", "stop", "gone", parse_only=True), cmd(7, "cell", "down")]
     assert docs.dry_run(good, PARSER) == []
-    bad = [cmd(1, "nodes"), cmd(2, "cell", "up"), cmd(3, "cell", "up"), cmd(4, "vm", "stop", "b"),
-           cmd(5, "san"), cmd(6, "task", "t1"), cmd(7, "--cell", "x", "cell", "up")]
+    default = PARSER.parse_args(["nodes"]).cell          # `default`, or $CELLBED_CELL
+    bad = [cmd(1, "nodes"), cmd(2, "bench", "migration"), cmd(3, "bench", "migration", "--fit-from", "s.csv"),
+           cmd(4, "cell", "up"), cmd(5, "cell", "up"), cmd(6, "vm", "stop", "b"), cmd(7, "san"), cmd(8, "task", "t1"),
+           cmd(9, "--cell", "x", "cell", "up"), cmd(10, "--cell", "y", "cell", "up", "--subnet", "10.231.1.0/24"),
+           cmd(11, "--cell", "y", "cell", "down")]
     problems = docs.dry_run(bad, PARSER)
-    assert [p.split(": cellctl")[0] for p in problems[:-2]] == ["z.md:1", "z.md:3", "z.md:4", "z.md:5", "z.md:6", "z.md:6"]
-    assert "is not up" in problems[0] and "already up" in problems[1] and "no VM 'b'" in problems[2]
-    assert "without --san" in problems[3] and "without --megha" in problems[4] and "no task 't1'" in problems[5]
-    assert problems[-2:] == ["z.md: leaves cell 'default' up (end the example with `cellctl cell down`)",
-                             "z.md: leaves cell 'x' up (end the example with `cellctl cell down`)"]
+    assert [p.split(": cellctl")[0] for p in problems[:-1]] == [f"z.md:{n}" for n in (1, 2, 5, 6, 7, 8, 8, 9)]
+    assert "is not up" in problems[0] and "is not up" in problems[1] and "already up" in problems[2]
+    assert "no VM 'b'" in problems[3] and "without --san" in problems[4]
+    assert "without --megha" in problems[5] and "no task 't1'" in problems[6]
+    assert f"subnet 10.231.0.0/24 is already cell {default!r}'s" in problems[7]
+    assert problems[-1] == f"z.md: leaves cell {default!r} up (end the example with `cellctl cell down`)"
 
 
 # --- the real pages --------------------------------------------------------------------------
@@ -149,5 +154,6 @@ def test_every_relative_link_resolves():
 def test_the_readme_links_every_docs_page_and_the_results_page_every_record():
     readme = {os.path.normpath(t.partition("#")[0]) for t in LINK.findall(docs.read("README.md"))}
     assert set(docs.docs_pages()) <= readme
-    results = {os.path.normpath(os.path.join("docs", t.partition("#")[0])) for t in LINK.findall(docs.read("docs/results.md"))}
+    results = {os.path.normpath(os.path.join("docs", t.partition("#")[0]))
+               for t in LINK.findall(docs.read("docs/results.md"))}
     assert set(written_pages()) - {"README.md", *docs.PAGES} <= results
