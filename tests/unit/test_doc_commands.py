@@ -157,3 +157,9 @@ def test_the_readme_links_every_docs_page_and_the_results_page_every_record():
     results = {os.path.normpath(os.path.join("docs", t.partition("#")[0]))
                for t in LINK.findall(docs.read("docs/results.md"))}
     assert set(written_pages()) - {"README.md", *docs.PAGES} <= results
+
+
+def test_the_readme_keeps_the_two_commands_that_ci_runs():
+    lines = [ln.split("#")[0].strip() for b in docs.blocks(docs.read("README.md")) if b.info == "sh" for ln in b.lines]
+    assert {"./cellbed.sh demo", "./cellbed.sh test"} <= set(lines)
+    assert "./cellbed.sh test" in docs.read(".ci/run")
