@@ -1,9 +1,14 @@
-"""The README, executed (issue 15): every `cellctl` line of README.md's ```sh blocks runs, in the
-README's order, on a real cell in the default cell name, and none fails.
+"""The documentation, executed (issues 15 and 26): every `cellctl` line of the ```sh blocks of
+README.md and of each page in docs/ runs on a real cell, page by page in reading order, and none
+fails.
 
-One convention keeps it maintainable: a line whose comment says `readme-test: parse-only` (a
-minutes-long sweep, a second cell over SSH, a model run that has its own tests, ...) is parsed with
-cellctl's real parser, so a usage error still fails this test, but it is not executed.
+What is documented where, and the conventions, are in tests/doc_commands.py (pure, and checked
+without a cell by tests/unit/test_doc_commands.py): PAGES is the order; a line whose comment says
+`readme-test: parse-only`, or a block that starts with such a comment, is only parsed; a line that
+is not a cellctl command (./cellbed.sh, ssh, ansible-playbook, cd ...) is skipped. Every page starts
+on a box without a cell and must leave none, so no page depends on another: this test checks that
+before and after each page. Each page runs in a folder of its own that sees the checkout's
+scenarios/, sweeps/ and docs/, so relative paths resolve as they do in a checkout.
 
 For the read-only commands, the test also runs them with --json before and after the verb: both
 must parse as JSON, have the same shape, and carry no integer as a string.
@@ -13,51 +18,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 
 import pytest
 
 from cellbed.cell import cell as cellmod
-from cellbed.cli import main as climain
+from tests import doc_commands as docs
 from tests.integration.conftest import REPO, _can_run_cells
 
 pytestmark = pytest.mark.integration
 
 CELLCTL = os.path.join(REPO, ".venv", "bin", "cellctl")
-MARK = "readme-test: parse-only"
-READ_ONLY = {("cell", "status"), ("vm", "list"), ("nodes",), ("migrations",), ("broker", "cache"), ("san",),
-             ("gm", "view"), ("lm", "partitions"), ("queues",)}
-
-
-def readme_commands(text: str) -> list[tuple[list[str], bool, int]]:
-    """(argv after `cellctl`, parse_only, README line) for every cellctl line of the sh blocks."""
-    out = []
-    for m in re.finditer(r"```sh\n(.*?)```", text, re.S):
-        first = text[:m.start()].count("\n") + 2
-        lines = m.group(1).split("\n")
-        i = 0
-        while i < len(lines):
-            ln, start = lines[i], i
-            while ln.rstrip().endswith("\\") and i + 1 < len(lines):
-                i += 1
-                ln = ln.rstrip()[:-1] + " " + lines[i].strip()
-            i += 1
-            words = shlex.split(ln, comments=True)
-            if words[:1] == ["sudo"]:
-                words = words[1:]
-            if words[:1] != ["cellctl"]:
-                continue
-            out.append((words[1:], MARK in ln, first + start))
-    return out
-
-
-def verb(argv: list[str]) -> tuple[str, ...]:
-    words = [a for a in argv if not a.startswith("-")]
-    for n in (2, 1):
-        if tuple(words[:n]) in READ_ONLY:
-            return tuple(words[:n])
-    return ()
+CHECKOUT_DIRS = ("scenarios", "sweeps", "docs")
 
 
 def shape(x):
@@ -104,18 +76,32 @@ def test_the_json_check_flags_integers_as_strings_but_not_text_ids():
     assert digit_strings(out) == ["[0].spec.mem_mib", "[0].heartbeat"]
 
 
-def test_readme_commands_parse():
-    cmds = readme_commands(open(os.path.join(REPO, "README.md")).read())
-    assert len(cmds) >= 25
-    parser = climain.build_parser()
-    for argv, _, line in cmds:
-        try:
-            parser.parse_args(argv)
-        except SystemExit as e:
-            pytest.fail(f"README.md:{line}: cellctl {' '.join(argv)}: usage error (rc {e.code})")
+def cells_up(root: str) -> list[str]:
+    """The cells that have a state file under *root* (cell down removes it)."""
+    if not os.path.isdir(root):
+        return []
+    return sorted(n for n in os.listdir(root) if cellmod.load_state(n, root) is not None)
 
 
-def test_readme_executed_on_a_real_cell(tmp_path):
+def workdir(tmp_path, page: str) -> str:
+    d = tmp_path / "pages" / page.replace("/", "_")
+    d.mkdir(parents=True)
+    for name in CHECKOUT_DIRS:
+        (d / name).symlink_to(os.path.join(REPO, name))
+    return str(d)
+
+
+def json_both_ways(argv: tuple[str, ...], cwd: str, env: dict) -> None:
+    outs = []
+    for av in (["--json", *argv], [*argv, "--json"]):
+        rj = subprocess.run([CELLCTL, *av], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+        assert rj.returncode == 0, f"cellctl {' '.join(av)}: {rj.stderr}"
+        outs.append(json.loads(rj.stdout))
+    assert shape(outs[0]) == shape(outs[1]), f"--json before/after differ for {' '.join(argv)}"
+    assert digit_strings(outs[1]) == [], f"integers as strings in {' '.join(argv)}: {digit_strings(outs[1])}"
+
+
+def test_docs_executed_on_a_real_cell(tmp_path):
     why = _can_run_cells()
     if why:
         pytest.fail(f"integration cell cannot run: {why}")
@@ -123,32 +109,28 @@ def test_readme_executed_on_a_real_cell(tmp_path):
     env = {**os.environ, "CELLBED_STATE_ROOT": root}
     env.pop("CELLBED_CELL", None)
     env.pop("CELLBED_CONTROLLER", None)
-    cmds = readme_commands(open(os.path.join(REPO, "README.md")).read())
     ran, json_checked = [], []
     try:
-        for argv, parse_only, line in cmds:
-            if parse_only:
-                continue
-            r = subprocess.run([CELLCTL, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-            assert r.returncode == 0, f"README.md:{line}: cellctl {' '.join(argv)} -> rc {r.returncode}\n{r.stderr}"
-            assert "Traceback" not in r.stderr
-            ran.append(" ".join(argv))
-            v = verb(argv)
-            if v and "--json" not in argv:
-                outs = []
-                for av in (["--json", *argv], [*argv, "--json"]):
-                    rj = subprocess.run([CELLCTL, *av], cwd=tmp_path, env=env, capture_output=True, text=True,
-                                        timeout=120)
-                    assert rj.returncode == 0, f"cellctl {' '.join(av)}: {rj.stderr}"
-                    outs.append(json.loads(rj.stdout))
-                assert shape(outs[0]) == shape(outs[1]), f"--json before/after differ for {' '.join(argv)}"
-                assert digit_strings(outs[1]) == [], f"integers as strings in {' '.join(argv)}: {digit_strings(outs[1])}"
-                json_checked.append(" ".join(v))
+        for page in docs.PAGES:
+            cmds = docs.commands(page, docs.read(page))
+            assert cells_up(root) == [], f"{page} starts with cells up: {cells_up(root)}"
+            cwd = workdir(tmp_path, page)
+            for c in cmds:
+                if c.parse_only:
+                    continue
+                r = subprocess.run([CELLCTL, *c.argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+                assert r.returncode == 0, f"{c} -> rc {r.returncode}\n{r.stderr}"
+                assert "Traceback" not in r.stderr, f"{c}: {r.stderr}"
+                ran.append(" ".join(c.argv))
+                v = docs.verb(c.argv)
+                if v and "--json" not in c.argv:
+                    json_both_ways(c.argv, cwd, env)
+                    json_checked.append(" ".join(v))
+            assert cells_up(root) == [], f"{page} leaves cells up: {cells_up(root)}"
     finally:
-        cellmod.down("default", root)
-    print(f"ran {len(ran)} README commands; --json checked for {sorted(set(json_checked))}")
-    for needed in ("cell up", "vm start", "vm migrate", "migrations", "broker cache", "san", "submit", "gm view",
-                   "lm partitions", "queues", "cell down"):
-        assert any(c.startswith(needed) for c in ran), f"the README no longer runs `cellctl {needed}`"
-    assert set(json_checked) >= {" ".join(v) for v in READ_ONLY}
-    assert cellmod.load_state("default", root) is None
+        for name in cells_up(root):
+            cellmod.down(name, root)
+    print(f"ran {len(ran)} documented commands; --json checked for {sorted(set(json_checked))}")
+    for needed in docs.ESSENTIAL:
+        assert any(c.startswith(needed) for c in ran), f"the docs no longer run `cellctl {needed}`"
+    assert set(json_checked) >= {" ".join(v) for v in docs.READ_ONLY}
