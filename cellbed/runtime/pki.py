@@ -2,7 +2,7 @@
 per host, agent and the admin CLI, each naming its identity (cellbed/domain/identity.py).
 
 Keys are ECDSA P-256, written mode 0600 (the folder 0700) and valid for ``days`` (default 30: a
-cell is short-lived; rotate by issuing again, see README "Security"). Every leaf certificate is
+cell is short-lived; rotate by issuing again, see docs/security.md). Every leaf certificate is
 both a TLS server and a TLS client certificate, for the agent's addresses (IP SANs) and names
 (DNS SANs), and carries the identity as the URI ``cellbed://<cell>/<role>/<name>``.
 """
