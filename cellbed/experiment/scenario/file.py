@@ -65,7 +65,7 @@ from cellbed.experiment.scenario.sections import (
     WorkloadSection,
 )
 from cellbed.experiment.scenario.keys import KeyDoc, field_at, parse_value, plain, schema_docs_of
-from cellbed.experiment.scenario.policies import STAGE_KEYS, check_policy_keys
+from cellbed.experiment.scenario.policies import STAGE_KEYS, check_policy_keys, plugin_sources
 from cellbed.experiment.scenario.stages import stage_policies
 from cellbed.runtime.plugins.config import absolute_files
 
@@ -198,6 +198,9 @@ class Scenario:
         for k, v in defaults.items():      # the default: manifests (and sweeps' scenario hashes) stay as before
             if m["policy"].get(k, v) == v and k not in ("fit", "initial_score", "realloc_score"):
                 m["policy"].pop(k, None)
+        plugins = plugin_sources(self.policy)
+        if plugins:
+            m["policy"]["plugins"] = plugins
         if not self.migration.calibration:
             del m["migration"]      # the default: manifests (and sweeps' scenario hashes) stay as before the key
         if self.workload.source != "jobs":

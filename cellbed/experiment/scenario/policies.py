@@ -9,7 +9,8 @@ from typing import Any
 from cellbed.domain.errors import InvalidArgument
 from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.runtime.plugins.config import absolute_files, book_from_table
-from cellbed.runtime.plugins.refs import entry_points, parse
+from cellbed.runtime.plugins.identity import BUILTIN_DIST, sha256_file
+from cellbed.runtime.plugins.refs import entry_points, load, parse
 from cellbed.runtime.plugins.resolve import SLOTS, check_slot
 
 SAN_SLOTS = ("overload", "task_selection", "realloc_score", "target_order", "fit")
@@ -77,6 +78,22 @@ def policy_table(policy: Any) -> dict:
     table["errors"] = policy.errors
     table["budget_ms"] = policy.budget_ms
     return table
+
+
+def plugin_sources(policy: Any) -> dict:
+    """The chosen plugins (anything but Cellbed's built-ins) with the SHA-256 of their source and
+    their version: part of the resolved scenario, so that a sweep resumed after a plugin's source
+    changed refuses to mix its old runs with new ones, naming the plugin."""
+    out = {}
+    for slot, ref in policy_table(policy).items():
+        if slot not in SLOTS:
+            continue
+        r = parse(SLOTS[slot], ref)
+        loaded = load(SLOTS[slot], r)
+        if loaded.dist == BUILTIN_DIST and r.kind == "entry-point":
+            continue
+        out[slot] = {"ref": ref, "sha256": sha256_file(loaded.source), "version": loaded.dist_version}
+    return out
 
 
 def broker_params(sc: Any) -> dict:

@@ -43,6 +43,8 @@ from cellbed.experiment.results.folder import is_previous_run
 from cellbed.experiment.results.files import EVENTS, MANIFEST, RUN_COMPLETED
 from cellbed.experiment.results.reader import last_line
 from cellbed.experiment.scenario.file import Scenario, load_scenario
+from cellbed.experiment.scenario.policies import STAGE_KEYS
+from cellbed.runtime.plugins.config import absolute_files
 from cellbed.experiment.scenario.keys import field_at
 
 __all__ = ["NO_GRID", "PlannedRun", "SweepPlan", "SweepSpec", "SWEEP_FILE", "load_spec", "manifest_hash",
@@ -270,18 +272,27 @@ def scenario_hash(sc: Scenario) -> str:
     return manifest_hash(resolved(sc))
 
 
+def _from_spec(key: str, value: Any, base: Path) -> Any:
+    """A policy's file reference in a spec is taken from the spec's folder (as its scenarios are)."""
+    slot = key.removeprefix("policy.")
+    if key.startswith("policy.") and slot in STAGE_KEYS and isinstance(value, str):
+        return absolute_files({slot: value}, str(base))[slot]
+    return value
+
+
 def plan_sweep(spec: SweepSpec, check: Callable[[Scenario], None] | None = None) -> SweepPlan:
     """Every run of *spec*, each scenario loaded with its overrides (a bad value is refused here,
     naming the spec, the scenario and the --set). *check* sees one scenario per configuration
     (what a run would refuse before writing anything: the driver, the trace files)."""
     keys = [k for k, _ in spec.grid]
     points = [dict(sorted(zip(keys, combo))) for combo in itertools.product(*(v for _, v in spec.grid))]
-    fixed = [f"{k}={toml_value(v)}" for k, v in spec.fixed]
+    base = spec.path.parent
+    fixed = [f"{k}={toml_value(_from_spec(k, v, base))}" for k, v in spec.fixed]
     runs: list[PlannedRun] = []
     for seed in spec.seeds:
         for f in spec.scenarios:
             for pt in points:
-                ov = (*fixed, *(f"{k}={toml_value(pt[k])}" for k in keys), f"run.seed={seed}")
+                ov = (*fixed, *(f"{k}={toml_value(_from_spec(k, pt[k], base))}" for k in keys), f"run.seed={seed}")
                 try:
                     sc = load_scenario(f, ov)
                     if sc.cell.kind != "model":
