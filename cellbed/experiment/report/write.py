@@ -40,6 +40,7 @@ from typing import Any
 from cellbed.domain.errors import InvalidArgument
 from cellbed.experiment.markdown import md_table
 from cellbed.experiment.results.reader import Run, load_run
+from cellbed.experiment.report.stages import sections as stage_sections
 from cellbed.experiment.report.summary import (
     ALLOC_COLUMNS,
     OVERLOAD_THRESHOLD,
@@ -192,6 +193,7 @@ def _single(run: Run, out: Path) -> Path:
     if stages:
         lines += ["## Policy at each stage", "", "(seed 002's reference architecture)", "",
                   md_table(["stage", "policy"], sorted(stages.items(), key=_stage_key)), ""]
+    lines += stage_sections(run.path, run.manifest, out)
     lines += ["## Run", "", md_table(["", "value"], [("completed at t_s", fmt_num(float(run.completed.get("t_s",
                                                                                                        math.nan)), 1)),
                                                  ("versions", ", ".join(f"{k} {v}" for k, v in
