@@ -142,7 +142,7 @@ def test_single_run_report(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["pa_da_ratio"] == pytest.approx(3.5)
     # the stage table is in the report (seed 002)
-    assert "| R5 | highest sias" in text
+    assert "| R5 | highest initial_score sias" in text
 
 
 def test_asr_chart_shows_the_shares(tmp_path):

@@ -79,7 +79,7 @@ def test_round_trip(tmp_path):
     assert run.name == "rt"
     m = run.manifest
     assert (m["seed"], m["git_revision"], m["versions"]["qemu"]) == (5, "0" * 40, None)
-    assert m["stages"]["T11"] == "requeue" and m["stages"]["R5"].startswith("highest sias")
+    assert m["stages"]["T11"] == "requeue" and m["stages"]["R5"].startswith("highest initial_score sias")
     assert m["scenario"]["cell"]["nodes"] == 10 and m["extra"] == {"cell": "c1"}
     assert "stages" not in m["scenario"]  # written once, at the top
 
