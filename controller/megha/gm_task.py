@@ -40,3 +40,9 @@ class GmTask:
     @property
     def user(self) -> str:
         return self.task.user
+
+    def wake(self) -> None:
+        """Answer everyone waiting for this task's state to change (GetTask, Submit with wait_s)."""
+        for f in self.waiters:
+            if not f.done():
+                f.set_result(None)

@@ -107,29 +107,37 @@ class ClusterState:
         return h
 
     # --- validation (seed 001 §IV-B6) -----------------------------------------------------
-    def _check_fit(self, kind: str, h: int, cpu: float, mem: float, constraints: Sequence[Constraint],
-                   what: str) -> None:
+    # A launch or repartition passes two stages: the partition rule of its kind, then the fit.
+    def check_partition(self, kind: str, h: int, g: int) -> None:
+        """GM g's request of *kind* may take host h's node N: a launch (INTERNAL) only in g's own
+        partition, a repartition (EXTERNAL) only from another GM's (else a Refusal of *kind*)."""
+        if kind == INTERNAL and self.owner[h] != g:
+            raise Refusal(INTERNAL, f"{self.hosts[h]} is in {self.gms[self.owner[h]]}'s partition, "
+                                    f"not {self.gms[g]}'s")
+        if kind == EXTERNAL and self.owner[h] == g:
+            raise Refusal(EXTERNAL, f"{self.hosts[h]} is already in {self.gms[g]}'s own partition")
+
+    def check_fit(self, kind: str, h: int, cpu: float, mem: float, constraints: Sequence[Constraint]) -> None:
+        """Host h satisfies the constraints and its node N (of its owner's partition) still has
+        room for the request (else a Refusal of *kind*)."""
         if not self.satisfies(h, constraints):
             bad = [c for c in constraints if not self.bits.vector(c)[h]]
             raise Refusal(kind, f"{self.hosts[h]} does not satisfy " + ", ".join(
                 f"{c.attribute} {c.op.name} {c.value!r}" for c in bad))
         fc, fm = self.free(h)
         if fc + EPS < cpu or fm + EPS < mem:
-            raise Refusal(kind, f"{what} on {self.hosts[h]} has {fc:.3f} cores / {fm:.0f} MiB free, "
-                                f"the task needs {cpu:.3f} cores / {mem:.0f} MiB")
+            raise Refusal(kind, f"{self.gms[self.owner[h]]}'s node on {self.hosts[h]} has {fc:.3f} cores / "
+                                f"{fm:.0f} MiB free, the task needs {cpu:.3f} cores / {mem:.0f} MiB")
 
     def check_launch(self, h: int, g: int, cpu: float, mem: float, constraints: Sequence[Constraint]) -> None:
         """Launch in GM g's own partition: N must be g's and still have room (else INTERNAL)."""
-        if self.owner[h] != g:
-            raise Refusal(INTERNAL, f"{self.hosts[h]} is in {self.gms[self.owner[h]]}'s partition, "
-                                    f"not {self.gms[g]}'s")
-        self._check_fit(INTERNAL, h, cpu, mem, constraints, f"{self.gms[g]}'s node")
+        self.check_partition(INTERNAL, h, g)
+        self.check_fit(INTERNAL, h, cpu, mem, constraints)
 
     def check_repartition(self, h: int, g: int, cpu: float, mem: float, constraints: Sequence[Constraint]) -> None:
         """Repartition for GM g from another GM's node N (else EXTERNAL)."""
-        if self.owner[h] == g:
-            raise Refusal(EXTERNAL, f"{self.hosts[h]} is already in {self.gms[g]}'s own partition")
-        self._check_fit(EXTERNAL, h, cpu, mem, constraints, f"{self.gms[self.owner[h]]}'s node")
+        self.check_partition(EXTERNAL, h, g)
+        self.check_fit(EXTERNAL, h, cpu, mem, constraints)
 
     def find_preemption(self, g: int, victim_user: str, cpu: float, mem: float,
                         constraints: Sequence[Constraint]) -> tuple[int, list[LmTask]]:

@@ -1,0 +1,73 @@
+"""What a restarted GM learns from its LMs (seed 001 §IV-D): the accepted tasks its queue store
+still holds are looked up (FindTasks) and only those no LM holds are queued again; a task it
+placed before the restart is answered for from the LM that holds it."""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+from cellbed.controller.megha.gm_links import LmLinks
+from cellbed.controller.megha.gm_table import TaskTable
+from cellbed.controller.megha.gm_task import RUNNING, STARTING
+from cellbed.domain import errors
+from cellbed.v1 import megha_pb2 as meghapb
+
+log = logging.getLogger(__name__)
+
+
+class Recovery:
+    def __init__(self, name: str, links: LmLinks, table: TaskTable, clock, counters: Counter) -> None:
+        self.name = name
+        self._links = links
+        self._table = table
+        self._clock = clock
+        self._counters = counters
+
+    async def recover(self) -> None:
+        """Reload accepted tasks from the store; those an LM already holds are not queued again."""
+        items = self._table.load()
+        if not items:
+            return
+        tasks = [meghapb.MeghaTask.FromString(b) for _, b in items]
+        held: dict[str, tuple[str, meghapb.LmTaskRecord]] = {}
+        names = [t.name for t in tasks]
+        for lm in self._links.order:
+            for _ in range(self._links.tries(lm)):
+                try:
+                    r = await self._links.ask(lm, "LocalMaster/FindTasks", meghapb.FindTasksRequest(names=names))
+                    for rec in r.found:
+                        held[rec.task.name] = (lm, rec)
+                    break
+                except errors.CellbedError as e:
+                    log.warning("GM %s: recovery: FindTasks on %s failed: %s", self.name, self._links.target(lm), e)
+                    self._links.failover(lm)
+        now = self._clock.now()
+        for t in tasks:
+            gt = self._table.new_task(t, t.arrival_unix_s or now, now)
+            gt.recovered = True
+            found = held.get(t.name)
+            if found is not None:
+                lm, rec = found
+                gt.state = RUNNING if rec.state == meghapb.TASK_STATE_RUNNING else STARTING
+                gt.placement = meghapb.Placement(lm=lm, host=rec.host, partition=rec.partition,
+                                                 repartitioned=rec.logical)
+                self._table.unpersist(t.name)
+                self._counters["recovered_placed"] += 1
+            else:
+                self._table.enqueue(gt)
+                self._counters["recovered_queued"] += 1
+        self._table.signal()
+
+    async def remote_status(self, name: str) -> meghapb.TaskStatus:
+        """A task this GM does not know (it placed it before a restart): ask the LMs."""
+        for lm in self._links.order:
+            try:
+                r = await self._links.ask(lm, "LocalMaster/FindTasks", meghapb.FindTasksRequest(names=[name]))
+            except errors.CellbedError:
+                continue
+            for rec in r.found:
+                return meghapb.TaskStatus(name=name, user=rec.task.user, state=rec.state, gm=self.name,
+                                          placement=meghapb.Placement(lm=lm, host=rec.host, partition=rec.partition,
+                                                                      repartitioned=rec.logical),
+                                          detail="placed before this GM restarted; allocation time unknown here")
+        raise errors.NotFound(f"task {name!r} is unknown to GM {self.name} and to every LM")
