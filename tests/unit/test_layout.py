@@ -374,7 +374,6 @@ def test_the_experiment_is_a_house_of_rooms():
     assert not circles, "circles between cellbed/experiment's rooms: " + "; ".join(" <-> ".join(c) for c in circles)
 
 
-@pytest.mark.xfail(strict=True, reason="house-san/house-node land the composition")
 def test_no_mixins_in_the_agents():
     bad = mixin_classes()
     assert not bad, "compose the agent of parts instead:\n" + "\n".join(bad)
