@@ -76,7 +76,7 @@ def build(token: str, port_of: Callable[[], int], *, live: LiveCell | None, runs
         p = assets.path(request.match_info["name"])
         if p is None or not p.is_file():
             raise web.HTTPNotFound(text=f"{request.match_info['name']}: not installed (run ./cellbed.sh setup)\n")
-        return web.FileResponse(p, headers={"Cache-Control": "max-age=86400"})
+        return web.FileResponse(p, headers={"Cache-Control": "private, max-age=86400"})
 
     async def config(request):
         return json({"cell": cell if live is not None else None, "live": live is not None,

@@ -9,7 +9,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = REPO / "build" / "ui-assets"
 ENV = "CELLBED_UI_ASSETS"
-FILES = {"echarts.min.js": Path("node_modules/echarts/dist/echarts.min.js")}
+FILES = {"echarts.js": Path("node_modules/echarts/dist/echarts.common.min.js")}
 """URL name under /assets/ -> path under the assets folder."""
 STATIC = Path(__file__).resolve().parent / "static"
 

@@ -11,11 +11,10 @@ Built once per run, on the first request (host detail is on demand); a query is 
 """
 from __future__ import annotations
 
-import bisect
 import csv
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,47 +33,48 @@ class Replay:
     hosts: list[str]
     exact: bool
     note: str
-    times: np.ndarray                       # event times, sorted
-    host_idx: np.ndarray                    # host of each event
-    delta: np.ndarray                       # +1 / -1 (model), or the count itself at a sample (exact)
-    vm_moves: dict[str, list[tuple[float, str]]] = field(default_factory=dict)   # vm -> [(t, host)], sorted
+    times: np.ndarray                       # count events, sorted by time
+    host_idx: np.ndarray                    # their host
+    delta: np.ndarray                       # +1 / -1 (model); 1 per VM sample (exact)
+    vms: np.ndarray                         # VM names, by VM id
+    loc_vm: np.ndarray                      # where-is events (placement, arrival, sample), by (VM id, time)
+    loc_t: np.ndarray
+    loc_host: np.ndarray
     sample_times: np.ndarray | None = None  # exact: the ticks sampled
 
     @property
     def index(self) -> dict[str, int]:
         return {h: i for i, h in enumerate(self.hosts)}
 
-    def counts_at(self, t: float) -> np.ndarray:
-        if self.exact:
-            return self._sample(t)
-        k = int(np.searchsorted(self.times, t, side="right"))
-        return np.bincount(self.host_idx[:k], weights=self.delta[:k], minlength=len(self.hosts)).astype(np.int64)
-
-    def _sample(self, t: float) -> np.ndarray:
-        assert self.sample_times is not None
+    def _at(self, t: float) -> float:
+        """The time whose state is shown at t: t itself, or (exact) the last sample at or before t."""
+        if self.sample_times is None:
+            return t
         i = int(np.searchsorted(self.sample_times, t, side="right")) - 1
-        out = np.zeros(len(self.hosts), dtype=np.int64)
-        if i < 0:
-            return out
-        at = self.sample_times[i]
-        lo, hi = np.searchsorted(self.times, at, side="left"), np.searchsorted(self.times, at, side="right")
-        np.add.at(out, self.host_idx[lo:hi], 1)
-        return out
+        return float(self.sample_times[i]) if i >= 0 else -math.inf
 
-    def host_at(self, vm: str, t: float) -> str:
-        moves = self.vm_moves.get(vm, [])
-        i = bisect.bisect_right(moves, (t, "\uffff")) - 1
-        return moves[i][1] if i >= 0 else ""
+    def counts_at(self, t: float) -> np.ndarray:
+        at = self._at(t)
+        lo = int(np.searchsorted(self.times, at, side="left")) if self.exact else 0
+        hi = int(np.searchsorted(self.times, at, side="right"))
+        return np.bincount(self.host_idx[lo:hi], weights=self.delta[lo:hi], minlength=len(self.hosts)).astype(np.int64)
 
     def vms_on(self, host: str, t: float) -> list[str]:
+        """The VMs whose last where-is event at or before t puts them on *host*."""
+        at = self._at(t)
+        h = self.index.get(host, -1)
+        keep = self.loc_t <= at
+        vm, where = self.loc_vm[keep], self.loc_host[keep]
         if self.exact:
-            assert self.sample_times is not None
-            i = int(np.searchsorted(self.sample_times, t, side="right")) - 1
-            if i < 0:
-                return []
-            at = self.sample_times[i]
-            return sorted((vm for vm, moves in self.vm_moves.items() if (at, host) in moves), key=natural)
-        return sorted((vm for vm, moves in self.vm_moves.items() if self.host_at(vm, t) == host), key=natural)
+            ts = self.loc_t[keep]
+            last = ts == at
+        else:
+            last = np.r_[vm[1:] != vm[:-1], True] if vm.size else np.zeros(0, dtype=bool)
+        return sorted(self.vms[vm[last & (where == h)]].tolist(), key=natural)
+
+
+def _encode(names: np.ndarray, codes: dict[str, int]) -> np.ndarray:
+    return np.fromiter((codes.setdefault(n, len(codes)) for n in names.tolist()), dtype=np.int64, count=len(names))
 
 
 def _hosts(names: set[str], nodes: int) -> list[str]:
@@ -86,36 +86,42 @@ def _hosts(names: set[str], nodes: int) -> list[str]:
     return sorted(out, key=natural)
 
 
+def _build(hosts_seen: dict[str, int], nodes: int, host_codes: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The hosts in natural order, and *host_codes* (codes of *hosts_seen*) mapped to their index."""
+    hosts = _hosts(set(hosts_seen), nodes)
+    pos = {h: i for i, h in enumerate(hosts)}
+    remap = np.array([pos[h] for h in hosts_seen], dtype=np.int64)
+    return hosts, remap[host_codes] if host_codes.size else host_codes
+
+
 def from_model(alloc: dict[str, np.ndarray], mig: dict[str, np.ndarray], nodes: int) -> Replay:
     """*alloc*: allocations.csv columns task, host, start_s, outcome; *mig*: migrations.csv columns
     t_s, vm, src, dst, outcome, time_ms."""
     placed = (alloc["outcome"] == "placed") & (alloc["host"] != "")
     a_task, a_host, a_t = alloc["task"][placed], alloc["host"][placed], alloc["start_s"][placed]
     ok = mig["outcome"] == "succeeded"
-    dur = np.nan_to_num(mig["time_ms"][ok], nan=0.0) / 1000.0
-    m_vm, m_src, m_dst, m_t = mig["vm"][ok], mig["src"][ok], mig["dst"][ok], mig["t_s"][ok] + dur
-    hosts = _hosts(set(a_host.tolist()) | set(m_src.tolist()) | set(m_dst.tolist()), nodes)
-    ix = {h: i for i, h in enumerate(hosts)}
+    m_t = mig["t_s"][ok] + np.nan_to_num(mig["time_ms"][ok], nan=0.0) / 1000.0
+    hc: dict[str, int] = {}
+    codes = _encode(np.concatenate([a_host, mig["src"][ok], mig["dst"][ok]]), hc)
+    hosts, idx = _build(hc, nodes, codes)
+    na, nm = len(a_t), len(m_t)
+    src, dst = idx[na:na + nm], idx[na + nm:]
     times = np.concatenate([a_t, m_t, m_t])
-    host_idx = np.array([ix[h] for h in a_host.tolist()] + [ix[h] for h in m_src.tolist()]
-                        + [ix[h] for h in m_dst.tolist()], dtype=np.int64)
-    delta = np.concatenate([np.ones(len(a_t)), -np.ones(len(m_t)), np.ones(len(m_t))])
     order = np.argsort(times, kind="stable")
-    moves: dict[str, list[tuple[float, str]]] = {}
-    for task, h, t in zip(a_task.tolist(), a_host.tolist(), a_t.tolist()):
-        moves.setdefault(task, []).append((t, h))
-    for vm, h, t in zip(m_vm.tolist(), m_dst.tolist(), m_t.tolist()):
-        moves.setdefault(vm, []).append((t, h))
-    for v in moves.values():
-        v.sort()
+    delta = np.concatenate([np.ones(na), -np.ones(nm), np.ones(nm)])
+    vc: dict[str, int] = {}
+    vm = _encode(np.concatenate([a_task, mig["vm"][ok]]), vc)
+    loc_t, loc_host = np.concatenate([a_t, m_t]), np.concatenate([idx[:na], dst])
+    lo = np.lexsort((loc_t, vm))
     note = ("VMs placed or moved onto each host up to t (a model run's results folder does not record task "
             "ends, so this is an upper bound)")
-    return Replay(hosts, False, note, times[order], host_idx[order], delta[order], moves)
+    return Replay(hosts, False, note, times[order], np.concatenate([idx[:na], src, dst])[order], delta[order],
+                  np.array(list(vc), dtype=object), vm[lo], loc_t[lo], loc_host[lo])
 
 
-def from_vms_csv(path: Path, nodes_hint: list[str] = ()) -> Replay:
+def from_vms_csv(path: Path) -> Replay:
     """A real run's vms.csv: one row per VM per tick, with its host."""
-    rows: list[tuple[float, str, str]] = []
+    t_l, h_l, v_l = [], [], []
     with open(path, encoding="utf-8", newline="") as f:
         for r in csv.DictReader(f):
             try:
@@ -123,14 +129,15 @@ def from_vms_csv(path: Path, nodes_hint: list[str] = ()) -> Replay:
             except (KeyError, ValueError):
                 continue
             if math.isfinite(t) and r.get("host"):
-                rows.append((t, r["host"], r.get("vm", "")))
-    hosts = _hosts({h for _, h, _ in rows} | set(nodes_hint), 0)
-    ix = {h: i for i, h in enumerate(hosts)}
-    rows.sort()
-    times = np.array([t for t, _, _ in rows], dtype=np.float64)
-    host_idx = np.array([ix[h] for _, h, _ in rows], dtype=np.int64)
-    moves: dict[str, list[tuple[float, str]]] = {}
-    for t, h, vm in rows:
-        moves.setdefault(vm, []).append((t, h))
-    return Replay(hosts, True, "VMs on each host at the last sample before t (vms.csv)", times, host_idx,
-                  np.ones(len(rows)), moves, np.unique(times))
+                t_l.append(t)
+                h_l.append(r["host"])
+                v_l.append(r.get("vm", ""))
+    t = np.array(t_l, dtype=np.float64)
+    hc: dict[str, int] = {}
+    hosts, idx = _build(hc, 0, _encode(np.array(h_l, dtype=object), hc))
+    vc: dict[str, int] = {}
+    vm = _encode(np.array(v_l, dtype=object), vc)
+    order = np.argsort(t, kind="stable")
+    lo = np.lexsort((t, vm))
+    return Replay(hosts, True, "VMs on each host at the last sample before t (vms.csv)", t[order], idx[order],
+                  np.ones(len(t)), np.array(list(vc), dtype=object), vm[lo], t[lo], idx[lo], np.unique(t))

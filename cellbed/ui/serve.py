@@ -52,6 +52,7 @@ class UiServer:
         self.token = opts.token or os.environ.get(TOKEN_ENV) or auth.new_token()
         self.port = self.where.port
         self._runner: web.AppRunner | None = None
+        self._warm: asyncio.Task | None = None
 
     @property
     def url(self) -> str:
@@ -72,9 +73,18 @@ class UiServer:
         self.port = self._runner.addresses[0][1]
         if self.live is not None:
             await self.live.start()
+        self._warm = asyncio.create_task(self.runs.warm(), name="ui-warm-runs")
         return self.url
 
+    async def ready(self) -> None:
+        """Until every results folder has been read (the background reading that start() began)."""
+        if self._warm is not None:
+            await asyncio.shield(self._warm)
+
     async def stop(self) -> None:
+        if self._warm is not None:
+            self._warm.cancel()
+            await asyncio.gather(self._warm, return_exceptions=True)
         if self.live is not None:
             await self.live.stop()
         if self._runner is not None:

@@ -45,7 +45,7 @@ async def get(srv, path, **kw):
 
 
 @pytest.mark.parametrize("path", ["/", "/api/config", "/api/live/events", "/api/runs/0/summary", "/static/main.js",
-                                  "/assets/echarts.min.js"])
+                                  "/assets/echarts.js"])
 async def test_a_request_without_the_token_is_refused_on_loopback_too(runs_server, path):
     status, body, headers, _ = await get(runs_server, path)
     assert status == 401 and "token" in body and headers["WWW-Authenticate"] == "Token"

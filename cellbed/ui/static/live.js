@@ -78,14 +78,14 @@ export class LiveView {
       el("h3", { id: `host-${name}-h` }, name, s ? el("span", { class: `badge ${s.asr}`, title: "ASR class", text: s.asr }) : null,
          s ? el("span", { class: "muted", text: `${s.address} · ${s.accel}` }) : null),
       v.error ? el("p", { class: "error", text: v.error }) : null,
-      s ? this.resources(s) : el("p", { class: "muted", text: "waiting for the host's state…" }),
+      s ? this.resources(s) : el("p", { class: "muted waiting", text: "waiting for the host's state…" }),
       s && (s.migrations_in || s.migrations_out) ? el("p", { text: `migrations in flight: ${s.migrations_out} out, ${s.migrations_in} in` }) : null,
-      v.vms && v.vms.length ? table([
+      v.vms && v.vms.length ? el("div", { class: "tablewrap" }, table([
         { key: "name", label: "VM" }, { key: "state", label: "state" },
         { key: "mem_mib", label: "mem MiB", num: true }, { key: "req_cpu", label: "req CPU", num: true, fmt: x => fmt(x, 2) },
         { key: "cpu_used", label: "CPU used", num: true, fmt: x => fmt(x, 3) }, { key: "cpu_load", label: "load", num: true, fmt: x => fmt(x, 2) },
         { key: "dirty_mib_s", label: "dirty MiB/s", num: true, fmt: x => x < 0 ? "max" : fmt(x, 1) }],
-        v.vms, { caption: `${v.vms.length} VM(s) on ${name}`, rowAttrs: r => ({ "data-vm": r.name }) })
+        v.vms, { caption: `${v.vms.length} VM(s) on ${name}`, rowAttrs: r => ({ "data-vm": r.name }) }))
         : el("p", { class: "muted", text: "no VMs" }));
     const old = document.getElementById(`host-${name}`);
     if (old) old.replaceWith(card); else grid.append(card);

@@ -64,6 +64,18 @@ export function cdfChart(parent, title, named, unit = "ms", floor = 0.01) {
                    rows: named.flatMap(([n, pts]) => pts.filter((_, i) => i % 10 === 0 || i === pts.length - 1).map(([v, p]) => ({ s: n, v, p }))) }) });
 }
 
+const STRIP_COLOURS = ["#eef2f8", "#c6d7ee", "#9dbbe2", "#6f9ad2", "#4677bd", "#2a5597", "#e08a2c", "#c4461f", "#7a1d0e"];
+
+// The strip's colour classes: one per VM count up to 8, else 9 equal ranges up to the busiest host.
+export function stripBins(max) {
+  if (max <= 8) return [...Array(max + 1).keys()].map(v => ({ hi: v, label: `${v} VM${v === 1 ? "" : "s"}`, color: STRIP_COLOURS[v] }));
+  const step = Math.ceil((max + 1) / 9);
+  return STRIP_COLOURS.map((color, k) => {
+    const lo = k * step, hi = Math.min(max, (k + 1) * step - 1);
+    return { hi: k === 8 ? Infinity : hi, label: k === 8 ? `${lo}+ VMs` : `${lo}–${hi} VMs`, color };
+  });
+}
+
 export class RunView {
   constructor(root, config, id) {
     this.root = root; this.id = id; this.config = config; this.hostsReq = 0; this.names = null;
@@ -97,10 +109,16 @@ export class RunView {
     }
     this.decisions = s.files.decisions ? new DecisionPanel(this.sec.decisions, this.id) : null;
     this.buildReplay(t);
-    this.figs = figures(this.sec.figures, [s], tt => this.seek(tt));
+    this.figs = [];
+    // the hosts first (heat strip and histogram: the aggregate that opens the run), then the figures
+    // and the distributions
+    this.afterHosts = () => {
+      this.figs = figures(this.sec.figures, [s], tt => this.seek(tt));
+      this.markTime();
+      this.more();
+    };
     mark("run-painted");
     this.setTime(last);
-    this.more();
   }
 
   // --- replay ----------------------------------------------------------------------------------
@@ -142,12 +160,17 @@ export class RunView {
       el("li", {}, el("b", { text: "tasks running " }), fmt(t.tasks_running[i], 0)), el("li", {}, el("b", { text: "pending " }), fmt(t.tasks_pending[i], 0)),
       el("li", {}, el("b", { text: "CPU used " }), pct(t.used_cpu[i])), el("li", {}, el("b", { text: "mem used " }), pct(t.used_mem[i])),
       el("li", {}, el("b", { text: "migrations this tick " }), fmt(t.migrations_succeeded[i], 0)));
-    for (const f of this.figs || []) f.set({ series: [{ markLine: { silent: true, symbol: "none", animation: false,
-      data: [{ xAxis: T / timeAxis(t.t_s).div }], lineStyle: { color: "#f0a000" }, label: { show: false } } }] });
+    this.markTime();
     window.cellbed.runTime = T;
     this.loadHosts(T);
     this.loadMigrations(T);
     if (this.hostShown) this.showHost(this.hostShown, false);
+  }
+
+  markTime() {
+    const ax = timeAxis(this.s.ticks.t_s);
+    for (const f of this.figs) f.set({ series: [{ markLine: { silent: true, symbol: "none", animation: false,
+      data: [{ xAxis: this.t / ax.div }], lineStyle: { color: "#f0a000" }, label: { show: false } } }] });
   }
 
   async loadHosts(T) {
@@ -158,27 +181,42 @@ export class RunView {
     this.hostNote.textContent = `${d.n} hosts. ${d.note}.`;
     this.drawStrip(d);
     this.drawHist(d);
+    await Promise.all([this.strip.ready, this.hist.ready]);
     window.cellbed.hostsTime = T;
-    mark("hosts-painted");
+    await mark("hosts-painted");
+    if (this.afterHosts) { const f = this.afterHosts; this.afterHosts = null; f(); }
   }
 
+  // The heat strip: one cell per host, coloured by its VMs in at most 9 classes, each class one
+  // large-mode scatter series (ECharts draws 12,500 of them in one frame; its heatmap takes seconds).
   drawStrip(d) {
-    const n = d.n, cols = Math.max(1, Math.ceil(Math.sqrt(n * 4))), rows = Math.ceil(n / cols), names = this.names;
+    const n = d.n, cols = Math.max(1, Math.ceil(Math.sqrt(n * 4))), rows = Math.ceil(n / cols);
     this.stripCols = cols;
-    const data = d.counts.map((v, i) => [i % cols, Math.floor(i / cols), v]);
-    const option = { tooltip: { trigger: "item", formatter: p => `${names[p.data[1] * cols + p.data[0]]}: ${p.data[2]} VM(s)` },
-      grid: { left: 8, right: 8, top: 8, bottom: 52 }, xAxis: { type: "category", show: false, data: [...Array(cols).keys()] },
-      yAxis: { type: "category", show: false, inverse: true, data: [...Array(rows).keys()] },
-      visualMap: { min: 0, max: Math.max(1, d.max), calculable: false, orient: "horizontal", left: "center", bottom: 0, itemHeight: 120, text: ["more VMs", "none"] },
-      series: [{ type: "heatmap", data, progressive: 0 }] };
+    const bins = stripBins(d.max), bin = d.counts.map(v => bins.findIndex(b => v <= b.hi));
+    const sizes = bins.map((_, k) => bin.reduce((a, x) => a + (x === k), 0));
+    const xy = sizes.map(m => new Float32Array(2 * m)), fill = bins.map(() => 0);
+    bin.forEach((k, i) => { xy[k][fill[k]++] = i % cols + 0.5; xy[k][fill[k]++] = Math.floor(i / cols) + 0.5; });
+    const series = bins.map((b, k) => ({ name: b.label, type: "scatter", symbol: "rect", large: true, largeThreshold: 500,
+      itemStyle: { color: b.color }, dimensions: ["x", "y"], data: xy[k] }));
+    const grid = { left: 8, right: 8, top: 28, bottom: 8 };
+    const w = Math.max(1, (this.stripBox.clientWidth || 600) - 30 - grid.left - grid.right), h = 200;
+    for (const sr of series) sr.symbolSize = [Math.max(1, w / cols), Math.max(1, h / rows)];
+    const option = { tooltip: { show: false }, grid, legend: { top: 0, type: "scroll" },
+      xAxis: { type: "value", show: false, min: 0, max: cols }, yAxis: { type: "value", show: false, min: 0, max: rows, inverse: true },
+      series };
     if (!this.strip) {
-      this.strip = chart(this.stripBox, { title: "Hosts at this time (one cell per host; click one for its detail)", option,
-        summary: "Heat strip of the VMs on each host.",
+      this.strip = chart(this.stripBox, { title: "Hosts at this time (one cell per host, coloured by its VMs; click one for its detail)",
+        option, lazy: false, summary: "Heat strip of the VMs on each host.",
         data: () => ({ columns: [{ key: "h", label: "host" }, { key: "v", label: "VMs", num: true }],
                        rows: this.names.map((h, i) => ({ h, v: this.lastCounts[i] })).sort((a, b) => b.v - a.v).slice(0, 200) }) });
-      this.strip.on("click", p => { if (p.data) this.showHost(this.names[p.data[1] * this.stripCols + p.data[0]]); });
+      this.strip.on("click", e => {
+        const p = this.strip.chart.convertFromPixel({ gridIndex: 0 }, [e.offsetX, e.offsetY]);
+        if (!p) return;
+        const i = Math.floor(p[1]) * this.stripCols + Math.floor(p[0]);
+        if (p[0] >= 0 && p[1] >= 0 && i < this.names.length) this.showHost(this.names[i]);
+      }, true);
       this.strip.details.querySelector("summary").textContent += " (the 200 busiest hosts)";
-    } else this.strip.set({ visualMap: option.visualMap, series: option.series });
+    } else this.strip.set({ ...option, series }, true);
     this.lastCounts = d.counts;
     this.strip.refreshTable();
   }
@@ -190,7 +228,7 @@ export class RunView {
     this.histRows = rows;
     const option = { xAxis: { type: "category", name: "VMs on the host", nameLocation: "middle", nameGap: 26, data: xs.map(String) },
                      yAxis: { type: "value", name: "hosts" }, series: [{ type: "bar", name: "hosts", data: rows.map(r => r.hosts) }] };
-    if (!this.hist) this.hist = chart(this.histBox, { title: "Hosts by number of VMs", option, summary: "Histogram of VMs per host.",
+    if (!this.hist) this.hist = chart(this.histBox, { title: "Hosts by number of VMs", option, lazy: false, summary: "Histogram of VMs per host.",
       data: () => ({ columns: [{ key: "vms", label: "VMs on the host", num: true }, { key: "hosts", label: "hosts", num: true }], rows: this.histRows }) });
     else this.hist.set(option);
     this.hist.refreshTable();
@@ -222,8 +260,8 @@ export class RunView {
   async loadMigrations(T) {
     const d = await api(`/api/runs/${this.id}/migrations?t0=${T - this.tick}&t1=${T}&limit=50`);
     if (this.t !== T) return;
-    this.migBox.replaceChildren(el("p", { text: `${d.count} migration(s) started or running between ${simTime(d.t0)} and ${simTime(d.t1)}${d.count > d.rows.length ? `, the first ${d.rows.length} shown` : ""}.` }),
-      d.rows.length ? el("div", { class: "tablewrap" }, this.migTable(d.rows)) : null);
+    this.migBox.replaceChildren(...[el("p", { text: `${d.count} migration(s) started or running between ${simTime(d.t0)} and ${simTime(d.t1)}${d.count > d.rows.length ? `, the first ${d.rows.length} shown` : ""}.` }),
+      d.rows.length ? el("div", { class: "tablewrap" }, this.migTable(d.rows)) : null].filter(Boolean));
   }
 
   // --- on demand -------------------------------------------------------------------------------

@@ -67,15 +67,20 @@ export function chart(parent, { title, option, data, tall = false, summary = "",
   parent.append(fig);
   let pending = {};            // updates before the plot exists: the last one of each top-level key
   const handlers = [];
+  let drawn;
   const obj = {
-    fig, details, chart: null,
-    set(opt) { if (obj.chart) obj.chart.setOption(opt); else pending = { ...pending, ...opt }; },
+    fig, details, chart: null, ready: new Promise(r => { drawn = r; }),
+    set(opt, replace = false) {
+      if (obj.chart) obj.chart.setOption(opt, replace ? { replaceMerge: ["series"] } : undefined);
+      else pending = { ...pending, ...opt };
+    },
     on(event, fn, zr = false) { handlers.push([event, fn, zr]); if (obj.chart) bind(event, fn, zr); },
     refreshTable() { if (details.open) details.dispatchEvent(new Event("toggle")); },
   };
   const bind = (event, fn, zr) => (zr ? obj.chart.getZr() : obj.chart).on(event, fn);
   const init = () => {
     if (obj.chart) return;
+    if (!window.echarts) { loadCharts().then(init, () => plot.replaceChildren(missingLibrary())); return; }
     obj.chart = window.echarts.init(plot, null, { renderer: "canvas" });
     obj.chart.setOption({ animation: false, aria: { enabled: true }, tooltip: { trigger: "axis" },
                           grid: { left: 56, right: 56, top: 44, bottom: 40 }, legend: { top: 0, type: "scroll" }, ...option });
@@ -83,10 +88,9 @@ export function chart(parent, { title, option, data, tall = false, summary = "",
     pending = {};
     for (const [e, f, z] of handlers) bind(e, f, z);
     charts.add(obj.chart);
+    drawn(obj.chart);
   };
-  if (!window.echarts) {
-    plot.replaceChildren(el("p", { class: "error", text: "The chart library is not installed (run ./cellbed.sh setup); the numbers are in the table below." }));
-  } else if (lazy && "IntersectionObserver" in window) {
+  if (lazy && "IntersectionObserver" in window) {
     const io = new IntersectionObserver(es => { if (es.some(e => e.isIntersecting)) { io.disconnect(); observers.delete(io); init(); } },
                                         { rootMargin: "200px" });
     io.observe(plot);
@@ -96,6 +100,23 @@ export function chart(parent, { title, option, data, tall = false, summary = "",
 }
 
 const observers = new Set();
+let library = null;
+
+// The chart library, run when the first chart is made (preloaded by index.html): the page's text
+// paints first, without waiting for the library's megabyte of script to be evaluated.
+export function loadCharts() {
+  if (!library) library = new Promise((resolve, reject) => {
+    const s = el("script", { src: "/assets/echarts.js" });
+    s.addEventListener("load", () => window.echarts ? resolve(window.echarts) : reject(new Error("no echarts")));
+    s.addEventListener("error", reject);
+    document.head.append(s);
+  });
+  return library;
+}
+
+function missingLibrary() {
+  return el("p", { class: "error", text: "The chart library is not installed (run ./cellbed.sh setup); the numbers are in the table below." });
+}
 const charts = new Set();
 window.addEventListener("resize", () => { for (const c of charts) if (!c.isDisposed()) c.resize(); });
 export function disposeCharts() {
@@ -110,9 +131,14 @@ window.cellbed = window.cellbed || { latencies: [], seen: {}, marks: {} };
 export function shown(ev_unix_s) {
   if (num(ev_unix_s) > 0) window.cellbed.latencies.push(Date.now() / 1000 - num(ev_unix_s));
 }
+// A mark once the browser has painted what the script just drew: after the next frame.
+// Resolves then, so that work for later can wait until this has been painted.
 export function mark(name) {
-  if (!(name in window.cellbed.marks)) {
-    performance.mark("cellbed:" + name);
-    window.cellbed.marks[name] = performance.now();
-  }
+  return new Promise(resolve => requestAnimationFrame(() => setTimeout(() => {
+    if (!(name in window.cellbed.marks)) {
+      performance.mark("cellbed:" + name);
+      window.cellbed.marks[name] = performance.now();
+    }
+    resolve();
+  }, 0)));
 }
