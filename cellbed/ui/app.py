@@ -16,8 +16,6 @@ from cellbed.ui.runs import MAX_ROWS, RunSet
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
-LIVE = web.AppKey("live", object)
-RUNS = web.AppKey("runs", RunSet)
 DECISION_FIELDS = ("kind", "vm", "san_id", "migration", "t_s")
 """What the decisions list shows of each decision (the page links a migration to a decision by these)."""
 STATUS = {errors.NotFound: 404, errors.InvalidArgument: 400, errors.FailedPrecondition: 409}
@@ -66,8 +64,6 @@ def run_id(request: web.Request) -> int:
 def build(token: str, port_of: Callable[[], int], *, live: LiveCell | None, runs: RunSet, secure: bool,
           cell: str = "") -> web.Application:
     app = web.Application(middlewares=[headers, auth.middleware(token, port_of, secure)])
-    app[LIVE] = live
-    app[RUNS] = runs
 
     async def index(request):
         return web.FileResponse(assets.STATIC / "index.html")

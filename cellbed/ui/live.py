@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import logging
 import time
 
 import grpc
@@ -25,8 +24,6 @@ from cellbed.ui import convert
 from cellbed.ui.hub import Hub
 from cellbed.ui.live_agents import Agents
 from cellbed.v1 import node_pb2 as npb, node_pb2_grpc as npbg
-
-log = logging.getLogger(__name__)
 
 KEEP_FINISHED = 50
 HISTORY = 20
