@@ -85,6 +85,9 @@ def test_a_compare_folder_overlays_the_real_run_and_its_twin(page):
     d.get(ui.url.split("?")[0] + "#compare/0")
     ub.wait(d, lambda d: d.execute_script("return 'compare-painted' in window.cellbed.marks"), 60, "the comparison")
     assert "real cell and its model twin" in d.find_element(By.CSS_SELECTOR, "main h2").text
+    links = d.find_elements(By.CSS_SELECTOR, "main > p a")
+    assert [(a.get_attribute("href").split("#")[1], a.text) for a in links] == [
+        ("run/1", "compare-5host: real"), ("run/2", "compare-5host: model")]
     metrics = d.find_elements(By.CSS_SELECTOR, "main table tbody tr")
     assert len(metrics) >= 3 and "overloaded share" in metrics[0].text
     ub.screenshot(d, "compare-view", full=True)

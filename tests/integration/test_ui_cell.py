@@ -52,8 +52,8 @@ def test_live_cell_hosts_vms_and_a_migration_in_flight_then_succeeded(cell, stat
             assert [c.get_attribute("data-host") for c in d.find_elements(By.CSS_SELECTOR, "#host-cards article")] == ["h1", "h2"]
             assert "cores" in cards[0].text and "MiB" in cards[0].text
             d.execute_script("window.cellbedSentinel = 'no reload'")
-            start = cellctl(state_root, "vm", "start", "--host", "h1", "--name", "uimig", "--mem-mib", "192",
-                            "--wss-mib", "96", "--dirty-mib-s", "8")
+            start = cellctl(state_root, "vm", "start", "--host", "h1", "--name", "uimig", "--mem-mib", "128",
+                            "--wss-mib", "48", "--dirty-mib-s", "4")
             out, err = start.communicate(timeout=240)
             assert start.returncode == 0, err
             ub.wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#host-h1 tr[data-vm=uimig]"), 30, "uimig on h1")
