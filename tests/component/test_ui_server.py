@@ -102,12 +102,14 @@ async def test_results_api_serves_aggregates_then_hosts_on_demand(runs_server):
     assert status == 404 and "stages.csv" in json.loads(body)["error"]
 
 
-async def test_decisions_are_listed_and_opened_by_id_when_a_folder_has_them(tmp_path):
+async def test_stage_timing_and_decisions_are_served_when_a_folder_has_them(tmp_path):
     import shutil
     run = tmp_path / "model"
     shutil.copytree(COMPARE / "model", run)
     (run / "decisions.jsonl").write_text(json.dumps({"id": "d1", "kind": "san", "san_id": "h1-1-abc", "scores": [
         {"host": "h2", "score": 0.5}]}) + "\n" + json.dumps({"id": "d2", "kind": "placement"}) + "\n")
+    (run / "stages.csv").write_text("stage,policy,calls,errors,examined,total_s,mean_us,p50_us,p95_us,p99_us,max_us\n"
+                                    "R5,sias,120,0,2400,0.012,100.0,90.5,150.0,180.0,210.0\n")
     srv = UiServer(Options(results=[str(run)], listen="127.0.0.1:0", live=False, token=TOKEN))
     await srv.start()
     try:
@@ -117,6 +119,12 @@ async def test_decisions_are_listed_and_opened_by_id_when_a_folder_has_them(tmp_
         one = json.loads((await get(srv, "/api/runs/0/decisions?id=d1", headers=h))[1])
         assert one["scores"] == [{"host": "h2", "score": 0.5}]
         assert (await get(srv, "/api/runs/0/decisions?id=zz", headers=h))[0] == 404
+        summary = json.loads((await get(srv, "/api/runs/0/summary", headers=h))[1])
+        assert summary["files"] == {"vms": False, "san": False, "stages": True, "decisions": True}
+        stages = json.loads((await get(srv, "/api/runs/0/stages", headers=h))[1])
+        assert stages == [{"stage": "R5", "policy": "sias", "calls": 120.0, "errors": 0.0, "examined": 2400.0,
+                           "total_s": 0.012, "mean_us": 100.0, "p50_us": 90.5, "p95_us": 150.0, "p99_us": 180.0,
+                           "max_us": 210.0}]
     finally:
         await srv.stop()
 
