@@ -59,15 +59,23 @@ def test_a_san_round_appears_with_its_steps(cell, state_root, tmp_path):
             neg = asyncio.run(admin_call(cell, h1, "San/NegotiateTask", masbpb.NegotiateTaskRequest(name="uisan"), 300))
             n = neg.negotiation
             assert n.state == "migrated", (n.state, [(s.kind, s.detail) for s in n.steps])
-            sel = f"#live-san details[data-san='{n.san_id}']"
-            det = ub.wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, sel + "[data-state=migrated]"), 30,
-                          "the negotiation, migrated")
-            if det[0].get_attribute("open") is None:
-                det[0].find_element(By.TAG_NAME, "summary").click()
-            kinds = [li.get_attribute("data-kind") for li in det[0].find_elements(By.CSS_SELECTOR, "ol.steps li")]
-            assert kinds == [s.kind for s in n.steps], kinds
-            assert {"candidates", "request", "process", "migrated"} <= set(kinds)
-            assert n.target in det[0].find_element(By.TAG_NAME, "summary").text
+            # the page re-renders the panel as steps and negotiations arrive: read it in one go
+            want = [s.kind for s in n.steps]
+
+            def shown(d):
+                x = d.execute_script("""
+                    const e = document.querySelector(`#live-san details[data-san='${arguments[0]}'][data-state=migrated]`);
+                    if (!e) return null;
+                    e.open = true;
+                    return {kinds: [...e.querySelectorAll('ol.steps li')].map(li => li.dataset.kind),
+                            summary: e.querySelector('summary').textContent};""", n.san_id)
+                return x if x and x["kinds"] == want else None
+            got = ub.wait(d, shown, 30, f"negotiation {n.san_id}, migrated, with its steps {want}")
+            assert {"candidates", "request", "process", "migrated"} <= set(got["kinds"])
+            assert f"→ {n.target}" in got["summary"] and "uisan" in got["summary"]
+            # and the steps were pushed one by one as h1 ran them (its SAN_STEP events), not only read at the end
+            pushed = [x["kind"] for x in d.execute_script("return window.cellbed.sanSteps || []") if x["san_id"] == n.san_id]
+            assert "candidates" in pushed and "migrated" in pushed, pushed
             ub.screenshot(d, "live-san-round", full=True)
             assert ub.console_errors(d) == []
         finally:

@@ -143,6 +143,7 @@ export class LiveView {
 
   // --- SAN -------------------------------------------------------------------------------------
   sanStep(d) {
+    (window.cellbed.sanSteps = window.cellbed.sanSteps || []).push({ san_id: d.san_id, kind: d.kind });
     const h = this.state.san[d.host] = this.state.san[d.host] || { host: d.host, negotiations: [], counters: {} };
     let n = h.negotiations.find(x => x.san_id === d.san_id);
     if (!n) { n = { san_id: d.san_id, vm: d.vm, src_host: d.host, state: "active", steps: [], target: "" }; h.negotiations.unshift(n); }
