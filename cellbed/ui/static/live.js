@@ -5,6 +5,9 @@ import { el, fmt, mib, clock, table, chart, shown, mark, num } from "./util.js";
 
 const KEEP_POINTS = 300;
 
+// replaceChildren without the absent parts (a null child would be written as the text "null")
+function fill(parent, ...children) { parent.replaceChildren(...children.filter(c => c !== null && c !== undefined && c !== false)); }
+
 export class LiveView {
   constructor(root, config) {
     this.root = root;
@@ -134,7 +137,7 @@ export class LiveView {
       { key: "elapsed_ms", label: "elapsed ms", num: true, fmt: x => fmt(x, 0) },
       { key: "downtime_ms", label: "downtime ms", num: true, fmt: x => fmt(x, 0) },
       { key: "started_unix_s", label: "started", fmt: clock }];
-    this.sec.migrations.body.replaceChildren(
+    fill(this.sec.migrations.body,
       el("p", { text: `${flying.length} in flight, ${ms.length - flying.length} finished recently.` }),
       ms.length ? el("div", { class: "tablewrap" }, table(cols, ms, { caption: "Migrations, newest first",
         rowAttrs: m => ({ "data-migration": m.id, "data-vm": m.vm, "data-status": m.status }) }))
@@ -180,7 +183,7 @@ export class LiveView {
   renderBroker() {
     const b = this.state.broker, body = this.sec.broker.body;
     if (!b) { body.replaceChildren(el("p", { class: "muted", text: "This cell runs no broker." })); return; }
-    body.replaceChildren(el("p", { text: `Broker ${b.broker}: ${b.entries.length} node(s), entries expire after ${fmt(b.expiry_s)} s.` }),
+    fill(body, el("p", { text: `Broker ${b.broker}: ${b.entries.length} node(s), entries expire after ${fmt(b.expiry_s)} s.` }),
       b.error ? el("p", { class: "error", text: b.error }) : null,
       table([{ key: "host", label: "node" }, { key: "age_s", label: "age s", num: true, fmt: x => fmt(x, 1) }, { key: "asr", label: "class" },
              { key: "cap_cpu", label: "CPU cap", num: true }, { key: "used_cpu", label: "CPU used", num: true, fmt: x => fmt(x, 3) },
@@ -199,7 +202,7 @@ export class LiveView {
       nodes: p.nodes, logical: p.logical_nodes, free: res(p.free), capacity: res(p.capacity) }))));
     const parts = m.lms.flatMap(r => r.partitions.flatMap(p => p.slices.map(s => ({ lm: r.lm, instance: r.instance, role: r.role,
       partition: p.gm, host: s.host, node: s.logical ? `N' (${s.task})` : "N", capacity: res(s.capacity), used: res(s.used), tasks: s.tasks }))));
-    body.replaceChildren(
+    fill(body,
       m.errors.length ? el("p", { class: "error", text: m.errors.join("; ") }) : null,
       el("h3", { text: "GM views (each GM's view of every LM, with its staleness)" }),
       el("div", { class: "tablewrap" }, table(["gm", "lm", "instance", "epoch", "staleness", "partition", "nodes", "logical", "free", "capacity"]
