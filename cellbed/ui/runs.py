@@ -130,6 +130,7 @@ class RunEntry:
         _, m = await self.tables()
         end = m["t_s"] + np.nan_to_num(m["time_ms"], nan=0.0) / 1000.0
         sel = np.nonzero((end >= t0) & (m["t_s"] <= t1))[0]
+        sel = sel[np.argsort(m["t_s"][sel], kind="stable")]
         return {"t0": t0, "t1": t1, "count": int(sel.size), "rows": rows_of(m, sel[:limit])}
 
     def stages(self) -> list[dict]:

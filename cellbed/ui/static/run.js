@@ -178,7 +178,7 @@ export class RunView {
     const d = await api(`/api/runs/${this.id}/hosts?t=${T}${this.names ? "" : "&names=1"}`);
     if (req !== this.hostsReq) return;
     if (d.hosts) this.names = d.hosts;
-    this.hostNote.textContent = `${d.n} hosts. ${d.note}.`;
+    this.hostNote.textContent = `${fmt(d.n, 0)} hosts. ${d.note}.`;
     this.drawStrip(d);
     this.drawHist(d);
     await Promise.all([this.strip.ready, this.hist.ready]);
