@@ -2,7 +2,7 @@
 // the slider's time (a heat strip and a histogram: never one DOM row per host), one host's detail,
 // the migrations around that time, the report's figures as interactive plots, and, where the folder
 // has them, per-stage timing (stages.csv), SAN rounds (san.csv) and decision explanations.
-import { el, fmt, pct, mib, api, table, chart, mark, num, simTime } from "./util.js";
+import { el, fmt, pct, mib, api, table, chart, mark, num, simTime, loadCharts } from "./util.js";
 import { explainButton, DecisionPanel } from "./decisions.js";
 
 const CLASSES = ["idle", "overloaded", "sta", "ta", "pa", "da"];
@@ -117,7 +117,8 @@ export class RunView {
       this.markTime();
       this.more();
     };
-    mark("run-painted");
+    // once the text is painted, the chart library is evaluated while the hosts are being fetched
+    mark("run-painted").then(() => loadCharts().catch(() => null));
     this.setTime(last);
   }
 
