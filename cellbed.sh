@@ -11,7 +11,8 @@ APT_PKGS=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-dev 
           iproute2 util-linux busybox-static gcc libc6-dev python3-dev python3-venv gzip xz-utils zstd
           mount procps
           python3 openssh-server openssh-client supervisor python3-apt python3-debian debootstrap e2fsprogs
-          prometheus)
+          prometheus
+          chromium chromium-driver)   # the web UI's browser tests (cellctl ui, issue 30): Debian's, no browser download
 BPO_PKGS=(qemu-system-x86 qemu-utils)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -119,7 +120,27 @@ example_setup() {
 
 guest_setup() { bash guest/build.sh "$ROOT/build/guest"; }
 
-setup() { need_root; apt_setup; venv_setup; example_setup; guest_setup; }
+# The web UI's chart library (Apache ECharts), from the npm registry at the version and integrity
+# that cellbed/ui/assets/package-lock.json pins, into the git-ignored build/ui-assets (the page
+# loads it from there: no CDN). Skipped when the lock file has not changed since the last install.
+ui_assets_setup() {
+  local src=$ROOT/cellbed/ui/assets dst=$ROOT/build/ui-assets want
+  want=$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -c1-16)
+  if [ "$(cat "$dst/.cellbed-stamp" 2>/dev/null)" = "$want" ] && [ -f "$dst/node_modules/echarts/dist/echarts.min.js" ]; then
+    return 0
+  fi
+  if ! command -v npm >/dev/null; then
+    say "Installing Debian's npm (for the web UI's chart library)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm
+  fi
+  say "Installing the web UI's chart library (npm ci) into build/ui-assets"
+  mkdir -p "$dst"
+  cp "$src/package.json" "$src/package-lock.json" "$dst/"
+  (cd "$dst" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  echo "$want" > "$dst/.cellbed-stamp"
+}
+
+setup() { need_root; apt_setup; venv_setup; example_setup; guest_setup; ui_assets_setup; }
 
 case "${1:-}" in
   setup) setup ;;

@@ -1,7 +1,7 @@
 """cellctl: the Cellbed command line. Every command takes --json; tables by default.
 
 The verbs' arguments are in cellbed/cli/parser.py; each verb runs a function of one sub-command
-module (cell_cmd, vm_cmd, bench, run_cmd, report_cmd, sweep_cmd, chaos_cmd, masb_cmd, megha_cmd), which is imported
+module (cell_cmd, vm_cmd, bench, run_cmd, report_cmd, sweep_cmd, chaos_cmd, masb_cmd, megha_cmd, pki_cmd, ui_cmd), which is imported
 only when that verb runs: `cellctl --help` and the light verbs start without importing numpy,
 matplotlib and the agents.
 """
@@ -49,6 +49,8 @@ def _module(name: str) -> ModuleType:
         from cellbed.cli import pki_cmd as mod
     elif name == "policy_cmd":
         from cellbed.cli import policy_cmd as mod
+    elif name == "ui_cmd":
+        from cellbed.cli import ui_cmd as mod
     else:
         raise ValueError(f"no cellctl sub-command module {name!r}")
     return mod

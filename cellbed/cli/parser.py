@@ -78,6 +78,7 @@ def build_parser(handler: Handler) -> argparse.ArgumentParser:
     _megha(sub, handler)
     _pki(sub, handler)
     _policy(sub, handler)
+    _ui(sub, handler)
     return ap
 
 
@@ -393,3 +394,21 @@ def _pki(sub, handler: Handler) -> None:
     p.add_argument("--address", action="append", default=[], help="an IP address the identity serves on (repeatable)")
     p.add_argument("--days", type=int_in(1, 3650, "days"), default=30)
     p.set_defaults(fn=handler("pki_cmd", "cmd_pki_issue"))
+
+
+# --- the web UI --------------------------------------------------------------------------
+def _ui(sub, handler: Handler) -> None:
+    p = _add(sub, "ui", help="a read-only web app: the live cell, and results folders (URL with a token)",
+             description="Serve the live cell named by --cell (if it is up) and the RESULTS folders (runs, or "
+                         "`cellctl compare` folders) as a web app, on 127.0.0.1 by default; prints the URL, "
+                         "whose token every request must carry. --listen on any other address needs TLS: "
+                         "--tls-cert/--tls-key, or a certificate that the cell's CA issues for that address.")
+    p.add_argument("results", nargs="*", metavar="RESULTS", help="results folders to open in the run view")
+    p.add_argument("--listen", default="127.0.0.1", metavar="HOST:PORT",
+                   help="address to serve on (default 127.0.0.1:8470; port 0 = any free port)")
+    p.add_argument("--tls-cert", default="", metavar="FILE", help="server certificate (PEM) for TLS")
+    p.add_argument("--tls-key", default="", metavar="FILE", help="its key (PEM)")
+    p.add_argument("--no-live", action="store_true", help="serve the RESULTS only, not the cell")
+    p.add_argument("--refresh-s", type=float_in(0.2, 60, "s"), default=2.0,
+                   help="how often the hosts' usage is read again besides the pushed events (default 2)")
+    p.set_defaults(fn=handler("ui_cmd", "cmd_ui"))

@@ -46,8 +46,11 @@ LAYERS = [
                "cellbed.metrics"}),
     ("agents", {"cellbed.daemon", "cellbed.broker", "cellbed.controller"}),
     ("assembly", {"cellbed.assembly", "cellbed.model", "cellbed.cell", "cellbed.experiment"}),
-    ("front", {"cellbed.cli", "cellbed.entry"}),
+    ("front", {"cellbed.cli", "cellbed.ui", "cellbed.entry"}),
 ]
+# cellbed.ui (`cellctl ui`, issue 30) is a front end beside cellbed.cli: it reads the cell's state and
+# certificates (cellbed.cell), calls the agents (cellbed.runtime, cellbed.v1) and reads results folders
+# (cellbed.experiment). cellbed.cli imports it (cli/ui_cmd.py); it imports nothing of cellbed.cli.
 ENTRY_POINTS = {"cellbed.daemon.main", "cellbed.broker.main", "cellbed.controller.main"}
 """The console scripts' modules stand above the assembly they call (the 'entry' pseudo-package)."""
 
