@@ -31,6 +31,7 @@ from cellbed.broker.agent import BrokerAgent, BrokerServicer
 from cellbed.broker.policies import BrokerPolicies
 from cellbed.controller.megha.gm import GlobalMaster
 from cellbed.controller.megha.gm_servicer import GlobalMasterServicer
+from cellbed.controller.megha.policies import GmPolicies
 from cellbed.controller.megha.lm import LocalMaster
 from cellbed.controller.megha.lm_servicer import LocalMasterServicer
 from cellbed.controller.megha.sampling import (LocalTransport, SamplingScheduler, SamplingSchedulerServicer,
@@ -197,7 +198,8 @@ def build_broker(env: Env, name: str, *, params, peers: list[str], cell: str, sy
 def build_lm(env: Env, lm: str, instance: str, *, hosts: list[str], gms: list[str], standby: bool, peer: str,
              cell: str, params, transport: Transport | None = None) -> tuple[LocalMaster, LocalMasterServicer]:
     agent = LocalMaster(lm, instance, transport if transport is not None else env.transport_for(instance),
-                        env.clock, hosts=hosts, gms=gms, standby=standby, peer=peer, cell=cell, params=params)
+                        env.clock, hosts=hosts, gms=gms, standby=standby, peer=peer, cell=cell, params=params,
+                        validation=env.policies.get("validation"))
     servicer = LocalMasterServicer(agent)
     env.register(instance, "LocalMaster", servicer)
     return agent, servicer
@@ -206,9 +208,11 @@ def build_lm(env: Env, lm: str, instance: str, *, hosts: list[str], gms: list[st
 def build_gm(env: Env, name: str, *, lms, queues, store, cell: str, params, known_attributes=(),
              frontend: str = "megha", transport: Transport | None = None
              ) -> tuple[GlobalMaster, GlobalMasterServicer]:
+    book = env.policies
     agent = GlobalMaster(name, transport if transport is not None else env.transport_for(name), env.clock, lms=lms,
                          queues=queues, store=store, cell=cell, params=params, known_attributes=known_attributes,
-                         frontend=frontend)
+                         frontend=frontend, rng=env.rng(name),
+                         policies=GmPolicies(book.get("allocation"), book.get("task_order"), book.get("preemption")))
     servicer = GlobalMasterServicer(agent)
     env.register(name, "GlobalMaster", servicer)
     return agent, servicer
@@ -226,7 +230,8 @@ def build_sampling_worker(env: Env, host: ModelHost) -> tuple[SamplingWorker, Sa
 def build_sampling_scheduler(env: Env, name: str, index: int, *, hosts: list[str], cap_cpu, cap_mem, attributes,
                              probes: int) -> tuple[SamplingScheduler, SamplingSchedulerServicer]:
     sched = SamplingScheduler(name, env.transport_for(name), env.clock, env.np_rng(2, index), hosts=hosts,
-                              cap_cpu=cap_cpu, cap_mem=cap_mem, attributes=attributes, probes=probes)
+                              cap_cpu=cap_cpu, cap_mem=cap_mem, attributes=attributes, probes=probes,
+                              probe=env.policies.get("probe"))
     servicer = SamplingSchedulerServicer(sched)
     env.register(name, "SamplingScheduler", servicer)
     return sched, servicer

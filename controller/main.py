@@ -24,6 +24,9 @@ from cellbed.controller.megha.prom import ControllerCollector, metrics_address
 from cellbed.controller.megha.queues import FileQueueStore
 from cellbed.domain.errors import CellbedError, FailedPrecondition, InvalidArgument
 from cellbed.domain.identity import Role
+from cellbed.runtime.plugins import service as policy_service
+from cellbed.runtime.plugins.config import ErrorLog
+from cellbed.runtime.plugins.prom import PolicyCollector
 from cellbed.runtime.authz import Security, security_from
 from cellbed.runtime.pki import identity_of
 from cellbed.runtime import prom, rpc
@@ -72,7 +75,8 @@ class Controller:
         self.book = dict(cfg.agents)
         self.book.update(cfg.hosts)
         self.clock = RealClock()
-        self.env = assembly.real_env(self.clock, self._grpc)
+        self.env = assembly.real_env(self.clock, self._grpc, policies=cfg.policy_book())
+        self.env.policies.env.on_error = ErrorLog(", ".join(sorted(self.only)))
         self.gms: dict[str, GlobalMaster] = {}
         self.lms: dict[str, LocalMaster] = {}
         self.servers: list = []
@@ -117,7 +121,9 @@ class Controller:
 
     async def _serve(self, name: str, add, servicer, service: str):
         address = self.book[name]
-        server, port, health = rpc.create_server(address, [(add, servicer, service)], security=self.security)
+        server, port, health = rpc.create_server(address, [(add, servicer, service),
+                                                           policy_service.service_entry(name, self.env.policies)],
+                                                 security=self.security)
         await server.start()
         host = address.rsplit(":", 1)[0]
         self.book[name] = f"{host}:{port}"
@@ -175,7 +181,8 @@ async def run(cfg: ControllerConfig, only: set[str] | None) -> None:
     exporter = None
     if cfg.metrics_port:   # one per process; HTTPS for cell certificates, unless the controller is insecure
         exporter = prom.Exporter(metrics_address(cfg.agents, [*c.gms, *c.lms]), cfg.metrics_port,
-                                 [ControllerCollector(c.gms, c.lms, prom.OnLoop(asyncio.get_running_loop()))],
+                                 [ControllerCollector(c.gms, c.lms, prom.OnLoop(asyncio.get_running_loop())),
+                                  PolicyCollector(", ".join(sorted(c.only)), c.env.policies.env.stats)],
                                  tls=c.security.tls)
         exporter.start()
     stop = asyncio.Event()

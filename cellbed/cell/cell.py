@@ -195,7 +195,8 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
         _wait_serving(sdir, plan, ready_timeout_s, bare=bare, brokers=brokers, health=health)
         if mplan is not None:   # after the node daemons serve: the LMs discover their hosts at start
             meghamod.wait_serving(meghamod.start(rec, sdir, mplan, name, plan.bridge_address, rec.state["hosts"],
-                                                 sorted({"host", *(k for a in host_attributes or [] for k in a)})),
+                                                 sorted({"host", *(k for a in host_attributes or [] for k in a)}),
+                                                 rec.state.get("policy") or None),
                                   ready_timeout_s, health, security=admin)
     except BaseException:
         log.error("cell up failed; the recorded resources stay for `cellctl --cell %s cell down`", name)

@@ -33,6 +33,7 @@ from cellbed.cell import procs, prom_sd
 from cellbed.cell.record import Recorder
 from cellbed.cell.supervise import read_pids
 from cellbed.controller.megha.config import ControllerConfig
+from cellbed.daemon.config import toml_value
 from cellbed.domain import errors
 from cellbed.runtime.authz import Security
 from cellbed.v1 import megha_pb2 as meghapb, megha_pb2_grpc as meghapbg
@@ -127,7 +128,7 @@ def security_lines(cell_state: dict) -> list[str]:
 
 def config_text(p: MeghaPlan, cell: str, bridge_address: str, hosts: dict[str, str], state_dir: str,
                 known_attributes: list[str] = (), metrics_port: int = 0,
-                security: list[str] = ("insecure = true", "mqtt_port = 1883")) -> str:
+                security: list[str] = ("insecure = true", "mqtt_port = 1883"), policy: dict | None = None) -> str:
     """The controller config of the cell: *hosts* maps host name to "address:port"; a
     *metrics_port* (one process's) is written only if given; *security*: security_lines()."""
     lines = [f"# Written by cellctl cell up --megha for cell {cell}", f"cell = {_q(cell)}",
@@ -146,6 +147,8 @@ def config_text(p: MeghaPlan, cell: str, bridge_address: str, hosts: dict[str, s
         lines += ["", "[[queue]]", f"user = {_q(user)}", f"share = {1.0 / len(p.users)!r}", f"gm = {_q(gm)}"]
     lines += ["", "[gm_params]"] + [f"{k} = {v!r}" for k, v in GM_PARAMS.items()]
     lines += ["", "[lm_params]"] + [f"{k} = {v!r}" for k, v in LM_PARAMS.items()]
+    if policy:                    # the cell's [policy] table (cell up --policy): the masters' stages
+        lines += ["", "[policy]"] + [f"{k} = {toml_value(v)}" for k, v in sorted(policy.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -167,7 +170,7 @@ def _spec(p: MeghaPlan, mdir: str) -> dict:
 
 
 def start(rec: Recorder, sdir: str, p: MeghaPlan, cell: str, bridge_address: str, hosts: dict,
-          known_attributes: list[str] = ()) -> dict:
+          known_attributes: list[str] = (), policy: dict | None = None) -> dict:
     """Write the controller config and start the supervisor of the GM and LM processes, recorded
     before it starts. *hosts* is the cell state's {"h1": {"address", "grpc_port"}, ...}.
     Returns the cell state's "megha" entry."""
@@ -177,11 +180,11 @@ def start(rec: Recorder, sdir: str, p: MeghaPlan, cell: str, bridge_address: str
     addrs = {h: f"{d['address']}:{d['grpc_port']}" for h, d in hosts.items()}
     sec = security_lines(rec.state)
     files = {config: config_text(p, cell, bridge_address, addrs, os.path.join(mdir, "state"), known_attributes,
-                                 security=sec)}
+                                 security=sec, policy=policy)}
     for n, port in metrics_ports(p).items():      # one /metrics per process: its own config
         files[os.path.join(mdir, f"{n}.toml")] = config_text(p, cell, bridge_address, addrs,
                                                              os.path.join(mdir, "state"), known_attributes, port,
-                                                             security=sec)
+                                                             security=sec, policy=policy)
         prom_sd.add_target(rec.state, "gm" if service_of(n) == GM_SERVICE else "lm", bridge_address, port,
                            agent=n, cell=cell)
     for path, text in files.items():

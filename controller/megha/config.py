@@ -44,9 +44,11 @@ key fails at start-up naming the key).
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from cellbed.policy.megha.fairness import QueueConfig
+from cellbed.runtime.plugins.config import book_from_table
 from cellbed.controller.megha.params import GmParams, LmParams
 from cellbed.domain.vm import NAME_RE
 from cellbed.domain.config import check_keys, field_names, load_toml
@@ -95,6 +97,12 @@ class ControllerConfig:
     gm_params: GmParams = GmParams()
     lm_params: LmParams = LmParams()
     model: ModelHosts | None = None
+    policy: dict = dataclasses.field(default_factory=dict)   # [policy]: the masters' stages (DESIGN §17)
+    config_dir: str = ""            # where relative plugin files are taken from (the file's folder)
+
+    def policy_book(self):
+        """The masters' policies, every chosen plugin loaded and checked (real agents isolate errors)."""
+        return book_from_table(self.policy, self.config_dir, "isolate")
 
     def lm_instances(self) -> dict[str, list[str]]:
         return {lm.name: list(lm.instances) for lm in self.lms}
@@ -113,12 +121,16 @@ class ControllerConfig:
 
     @classmethod
     def load(cls, path: str) -> "ControllerConfig":
-        return cls.from_dict(load_toml(path), path)
+        cfg = dataclasses.replace(cls.from_dict(load_toml(path), path),
+                                  config_dir=os.path.dirname(os.path.abspath(path)))
+        cfg.policy_book()
+        return cfg
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "config") -> "ControllerConfig":
         top = {"cell", "mqtt_host", "mqtt_port", "state_dir", "queue_fsync", "known_attributes", "agents", "hosts", "gm", "lm",
-               "queue", "gm_params", "lm_params", "model", "metrics_port", "tls_ca", "tls_cert", "tls_key", "insecure"}
+               "queue", "gm_params", "lm_params", "model", "metrics_port", "tls_ca", "tls_cert", "tls_key", "insecure",
+               "policy"}
         check_keys(d, top, where)
         r = _Reader(where)
         agents = {k: r.typed(f"agents.{k}", v, str, "a \"host:port\" string") for k, v in d.get("agents", {}).items()}
@@ -141,7 +153,8 @@ class ControllerConfig:
                   known_attributes=tuple(d.get("known_attributes", ())), agents=agents, hosts=hosts,
                   gms=tuple(gms), lms=tuple(lms), queues=tuple(queues),
                   gm_params=r.table("gm_params", d.get("gm_params", {}), GmParams).validate(),
-                  lm_params=r.table("lm_params", d.get("lm_params", {}), LmParams).validate(), model=model)
+                  lm_params=r.table("lm_params", d.get("lm_params", {}), LmParams).validate(), model=model,
+                  policy=dict(r.typed("policy", d.get("policy", {}), dict, "a table")))
         check_range("mqtt_port", cfg.mqtt_port, 1, 65535)
         check_range("metrics_port", cfg.metrics_port, 0, 65535)
         return cfg

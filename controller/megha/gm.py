@@ -22,6 +22,7 @@ GlobalMaster composes its parts and answers for them:
 from __future__ import annotations
 
 import asyncio
+import random
 import collections
 import logging
 from collections import Counter
@@ -37,6 +38,7 @@ from cellbed.controller.megha.gm_task import GmTask
 from cellbed.controller.megha.gm_view import ViewKeeper
 from cellbed.controller.megha.lm_wire import state_topic
 from cellbed.controller.megha.params import GmParams
+from cellbed.controller.megha.policies import GmPolicies
 from cellbed.controller.megha.queues import QueueStore, UserQueues
 from cellbed.domain import errors
 from cellbed.domain.vm import NAME_RE
@@ -52,7 +54,8 @@ class GlobalMaster:
     def __init__(self, name: str, transport, clock, *, lms: dict[str, list[str]],
                  queues: list[fairness.QueueConfig], store: QueueStore, cell: str = "cell",
                  params: GmParams = GmParams(), frontend: str = "megha",
-                 known_attributes: tuple[str, ...] = ()) -> None:
+                 known_attributes: tuple[str, ...] = (), policies: GmPolicies | None = None,
+                 rng: random.Random | None = None) -> None:
         """*known_attributes*: the cell's attribute vocabulary, on top of the attributes the hosts
         report (a constraint may name an attribute that no host has right now)."""
         if not NAME_RE.fullmatch(name) or len(name) > 12:
@@ -67,7 +70,9 @@ class GlobalMaster:
         self.params = params.validate()
         self.frontend = frontend
         self.known_attributes = frozenset(known_attributes)
-        self.view = View(name, list(lms))
+        pol = policies or GmPolicies()
+        rng = rng or random.Random(0)
+        self.view = View(name, list(lms), pol.allocation, rng)
         self.records: collections.deque[AllocationRow] = collections.deque(maxlen=self.params.records_kept or None)
         self.record_listeners: list = []
         self.counters: Counter = Counter()
@@ -76,12 +81,12 @@ class GlobalMaster:
         self._tasks: list[asyncio.Task] = []
         p, c = self.params, self.counters
         self._links = LmLinks(transport, lms, c, p.request_timeout_s)
-        self._table = TaskTable(name, store, UserQueues(self.my_users))       # the queue order
+        self._table = TaskTable(name, store, self.my_users, pol.task_order, rng)       # the queue order
         self._keeper = ViewKeeper(name, self.view, self._links, self._table, clock, p, c, self.shares, self.my_users)
         self._events = TaskEvents(name, self._table, self._links, clock, p, c, self.per_user, self.my_users,
                                   frontend, self.records, self.record_listeners)
         self._placer = Placer(name, self.view, self._keeper, self._links, self._table, self._events, clock, p, c,
-                              self.per_user, self.shares)
+                              self.per_user, self.shares, pol.preemption)
         self._intake = Intake(name, self.view, self._links, self._table, clock, p, c, self.queue_cfg,
                               self.known_attributes)
         self._recovery = Recovery(name, self._links, self._table, clock, c)

@@ -28,12 +28,13 @@ log = logging.getLogger(__name__)
 class Placer:
     """The scheduling loop and everything it asks. The policy it applies is called from one
     place each: the queue order in ``serve`` (TaskTable.pop), the match in ``schedule``
-    (View.match) and the fair-share victims in ``_preempt`` (fairness.victims)."""
+    (View.match, the allocation stage) and the fair-share victims in ``_preempt`` (the preemption stage)."""
 
     def __init__(self, name: str, view: View, keeper: ViewKeeper, links: LmLinks, table: TaskTable,
                  events: TaskEvents, clock, params: GmParams, counters: Counter,
-                 per_user: dict[str, Counter], shares: dict[str, float]) -> None:
+                 per_user: dict[str, Counter], shares: dict[str, float], preemption=None) -> None:
         self.name = name
+        self._preemption = preemption or fairness.victims      # the preemption stage (T10)
         self._view = view
         self._keeper = keeper
         self._links = links
@@ -225,7 +226,7 @@ class Placer:
         cap_c, cap_m = self._view.capacity()
         usage = self._view.usage()
         cons = fairness.consumption(usage, cap_c, cap_m)
-        victims = fairness.victims(gt.user, self._shares, cons)
+        victims = self._preemption(gt.user, self._shares, cons)
         if not victims:
             if cons.get(gt.user, 0.0) >= self._shares.get(gt.user, 0.0):
                 gt.detail = (f"{self._view.why_not(gt.constraints, gt.cpu, gt.mem)}; {gt.user} uses "

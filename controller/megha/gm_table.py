@@ -9,27 +9,44 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import random
+from typing import Callable
 
 from cellbed.controller.megha.alloc import AllocClock
 from cellbed.controller.megha.gm_task import FINISHED, QUEUED, REJECTED, RUNNING, GmTask
 from cellbed.controller.megha.lm_wire import task_request
 from cellbed.controller.megha.queues import QueueStore, UserQueues
 from cellbed.domain import errors, wire
+from cellbed.policy.api import QueuedTask
 from cellbed.v1 import megha_pb2 as meghapb
 
 DONE_KEPT = 10_000
 
 
 class TaskTable:
-    def __init__(self, gm: str, store: QueueStore, queues: UserQueues) -> None:
-        """*queues* decides the order of service (UserQueues: FIFO per user, round-robin across
-        users); ``pop`` is the only place that asks it."""
+    def __init__(self, gm: str, store: QueueStore, users: list[str], order: Callable | None = None,
+                 rng: random.Random | None = None) -> None:
+        """The user queues serve round-robin across *users* and, within a user's queue, in the
+        order of the ``task_order`` stage's key (*order*, with the GM's *rng*; FIFO without one);
+        ``pop`` is the only place that asks them."""
         self.gm = gm
-        self.queues = queues
+        self._order = order
+        self._rng = rng or random.Random(0)
+        self.queues = UserQueues(users, self._key if order is not None else None)
         self.tasks: dict[str, GmTask] = {}
         self.done: collections.OrderedDict[str, GmTask] = collections.OrderedDict()
         self._store = store
         self._work = asyncio.Event()
+
+    def _key(self, user: str, name: str, seq: int) -> float:
+        """A task's sort key as it enters its user's ready queue (stage task_order, T2)."""
+        gt = self.tasks.get(name)
+        if gt is None:          # not held (cannot happen for a queued task): last, in entry order
+            return float("inf")
+        t = gt.task
+        qt = QueuedTask(name, user, seq, gt.clk.arrival, float(t.duration_s), (gt.cpu, gt.mem), int(t.priority),
+                        bool(t.production), gt.clk.attempts)
+        return float(self._order(qt, self._rng))
 
     # --- tasks --------------------------------------------------------------------------------------
     def new_task(self, t: meghapb.MeghaTask, arrival: float, now: float) -> GmTask:

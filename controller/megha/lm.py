@@ -55,7 +55,9 @@ log = logging.getLogger(__name__)
 class LocalMaster:
     def __init__(self, lm: str, instance: str, transport, clock, *, hosts: list[str], gms: list[str],
                  owner: list[int] | None = None, standby: bool = False, peer: str = "", cell: str = "cell",
-                 params: LmParams = LmParams()) -> None:
+                 params: LmParams = LmParams(), validation=None) -> None:
+        """*validation*: the ``validation`` stage's policy (DESIGN §17), the room check of a
+        launch or repartition on this LM's true state."""
         self.lm, self.instance = lm, instance
         self.clock = clock
         self.host_names = list(hosts)
@@ -77,7 +79,7 @@ class LocalMaster:
         self._nodes = Nodes(self._core, self._repl, transport, clock, p, c, hosts=self.host_names, gms=self.gms,
                             owner=owner)
         self._launcher = Launcher(self._core, self._outbox, self._repl, self._bg, transport, clock, p, c)
-        self._requests = Requests(self._core, self._launcher, self._repl, self._bg, clock, p, c)
+        self._requests = Requests(self._core, self._launcher, self._repl, self._bg, clock, p, c, validation)
         self._standby = Standby(self._core, self._nodes, self._launcher, self._outbox, self._repl, self._publisher,
                                 self._bg, transport, peer, clock, p, c)
         self._hosts = HostChanges(self._core, self._repl, self._publisher, c)

@@ -26,7 +26,9 @@ class Requests:
     task on a host is checked in one place, ``_validate``."""
 
     def __init__(self, core: LmCore, launcher: Launcher, repl: Replicator, bg: Background, clock,
-                 params: LmParams, counters: Counter) -> None:
+                 params: LmParams, counters: Counter, validation=None) -> None:
+        """*validation*: the ``validation`` stage's policy (the room check on the true state)."""
+        self._validation = validation
         self._core = core
         self._launcher = launcher
         self._repl = repl
@@ -97,7 +99,7 @@ class Requests:
         host h: the partition rule of its kind, then the fit (raises Refusal)."""
         c = self._core.cluster
         c.check_partition(kind, h, g)
-        c.check_fit(kind, h, cpu, mem, cons)
+        c.check_fit(kind, h, cpu, mem, cons, self._validation)
 
     def _accept(self, req, h: int, g: int, logical: bool, victims=()) -> meghapb.PlacementResponse:
         cpu, mem = task_request(req.task)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import base64
 import collections
+import heapq
 import json
 import logging
 import os
-from typing import Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -173,12 +174,18 @@ class FileQueueStore:
 
 
 class UserQueues:
-    """Ready and parked task names per user; round-robin across users."""
+    """Ready and parked task names per user; round-robin across users. Within a user's ready
+    queue, tasks are served in the order of their key (the ``task_order`` stage, T2: lower first),
+    ties by entry: *key_of(user, name, seq)* is asked when a task enters the ready queue (arriving,
+    or back from parked), *seq* counting every entry. The default key is *seq* itself: a plain FIFO
+    queue. Parked tasks wait in entry order until unparked."""
 
-    def __init__(self, users: list[str]) -> None:
+    def __init__(self, users: list[str], key_of: Callable[[str, str, int], float] | None = None) -> None:
         self.users = list(users)
-        self.ready: dict[str, collections.deque[str]] = {u: collections.deque() for u in self.users}
+        self.ready: dict[str, list[tuple[float, int, str]]] = {u: [] for u in self.users}     # heaps
         self.parked: dict[str, collections.deque[str]] = {u: collections.deque() for u in self.users}
+        self._key_of = key_of
+        self._seq = 0
         self._rr = 0
 
     def __len__(self) -> int:
@@ -188,20 +195,23 @@ class UserQueues:
         return len(self.ready[user]) + len(self.parked[user])
 
     def push(self, user: str, name: str) -> None:
-        self.ready[user].append(name)
+        self._seq += 1
+        key = float(self._seq) if self._key_of is None else self._key_of(user, name, self._seq)
+        heapq.heappush(self.ready[user], (key, self._seq, name))
 
     def park(self, user: str, name: str) -> None:
         self.parked[user].append(name)
 
     def unpark(self, users=None) -> int:
-        """Parked tasks (of *users*, default all) go back to the tail of their ready queue."""
+        """Parked tasks (of *users*, default all) enter their ready queue again, in the order they
+        were parked (each gets its key anew)."""
         n = 0
         for u in (users if users is not None else self.users):
             p = self.parked.get(u)
             if p:
                 n += len(p)
-                self.ready[u].extend(p)
-                p.clear()
+                while p:
+                    self.push(u, p.popleft())
         return n
 
     def pop(self) -> tuple[str, str] | None:
@@ -212,25 +222,30 @@ class UserQueues:
             q = self.ready[u]
             if q:
                 self._rr = (self._rr + j + 1) % k
-                return u, q.popleft()
+                return u, heapq.heappop(q)[2]
         return None
 
     def remove(self, user: str, name: str) -> bool:
-        for q in (self.ready[user], self.parked[user]):
-            try:
-                q.remove(name)
+        q = self.ready[user]
+        for i, item in enumerate(q):
+            if item[2] == name:
+                q[i] = q[-1]
+                q.pop()
+                heapq.heapify(q)
                 return True
-            except ValueError:
-                pass
-        return False
+        try:
+            self.parked[user].remove(name)
+            return True
+        except ValueError:
+            return False
 
     def position(self, user: str, name: str) -> int:
-        """1-based position counting ready tasks first, then parked ones; 0 if absent."""
+        """1-based position counting ready tasks first (in serving order), then parked ones; 0 if absent."""
         for i, n in enumerate(self.iter_user(user)):
             if n == name:
                 return i + 1
         return 0
 
     def iter_user(self, user: str) -> Iterator[str]:
-        yield from self.ready[user]
+        yield from (n for _, _, n in sorted(self.ready[user]))
         yield from self.parked[user]

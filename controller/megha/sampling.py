@@ -240,7 +240,7 @@ class SamplingScheduler:
     """The scheduler side: choose d random eligible nodes, probe them, bind late."""
 
     def __init__(self, name: str, transport, clock, rng: np.random.Generator, *, hosts: list[str],
-                 cap_cpu, cap_mem, attributes, probes: int = 2,
+                 cap_cpu, cap_mem, attributes, probes: int = 2, probe=None,
                  frontend: str = "sampling") -> None:
         self.name = name
         self.transport, self.clock, self.rng = transport, clock, rng
@@ -249,6 +249,7 @@ class SamplingScheduler:
         self.cap_mem = np.asarray(cap_mem, dtype=float)
         self.bits = HostBits(attributes)
         self.d = probes
+        self.probe = probe          # the probe stage (M5): which eligible nodes to probe; uniform without one
         self.frontend = frontend
         self.tasks: dict[str, tuple[meghapb.MeghaTask, AllocClock]] = {}
         self.unbound: set[str] = set()
@@ -282,7 +283,10 @@ class SamplingScheduler:
             self.counters["unplaceable"] += 1
             self.unprobed.add(task.name)
             return
-        picks = self.rng.choice(eligible, size=min(self.d, eligible.size), replace=False)
+        if self.probe is None:
+            picks = self.rng.choice(eligible, size=min(self.d, eligible.size), replace=False)
+        else:
+            picks = eligible[np.asarray(self.probe(int(eligible.size), self.d, self.rng), dtype=np.int64)]
         sent = self.clock.now()
         req = dict(scheduler=self.name, task=task.name, request=wire.resources(cpu, mem), sent_unix_s=sent)
         self.counters["probes"] += len(picks)

@@ -35,7 +35,7 @@ class Clock:
 
 def gm_parts(held, down=False):
     store = MemoryQueueStore()
-    table = TaskTable("gm1", store, UserQueues(["u1"]))
+    table = TaskTable("gm1", store, ["u1"])
     counters = collections.Counter()
     events = TaskEvents("gm1", table, FakeLinks(held, down), Clock(), types.SimpleNamespace(), counters,
                         {"u1": collections.Counter()}, ["u1"], "megha", collections.deque(), [])

@@ -12,11 +12,12 @@ constraints; it is one bit per node of the partition.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from cellbed.domain.constraints import AttrValue, Constraint
+from cellbed.policy.api.records import Hosts
 
 # Resource comparisons tolerate float noise from sums of many requests (cores, MiB).
 EPS = 1e-9
@@ -87,11 +88,22 @@ def first_fit(candidates: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray
 
 
 def match_partition(part: PartitionBits, constraints: Sequence[Constraint], free_cpu: np.ndarray,
-                    free_mem: np.ndarray, req_cpu: float, req_mem: float) -> int:
-    """Algorithm 1 on one partition. *free_cpu*/*free_mem* are per LM host; returns the LM
-    host index of the match, or -1."""
+                    free_mem: np.ndarray, req_cpu: float, req_mem: float, total_cpu: np.ndarray | None = None,
+                    total_mem: np.ndarray | None = None, allocate: Callable | None = None, rng: Any = None) -> int:
+    """Algorithm 1 on one partition. *free_cpu*/*free_mem* (and the totals) are per LM host;
+    returns the LM host index of the match, or -1. The hosts whose constraints match and whose
+    free resources cover the request are offered (R3, R4); *allocate* (the ``allocation`` stage,
+    R5) picks one of them: first fit when none is given."""
     if not len(part):
         return -1
     h = part.hosts
-    i = first_fit(part.candidates(constraints), free_cpu[h], free_mem[h], req_cpu, req_mem)
+    if allocate is None:
+        i = first_fit(part.candidates(constraints), free_cpu[h], free_mem[h], req_cpu, req_mem)
+        return int(h[i]) if i >= 0 else -1
+    fc, fm = free_cpu[h], free_mem[h]
+    offered = part.candidates(constraints) & (fc >= req_cpu - EPS) & (fm >= req_mem - EPS)
+    if not offered.any():          # nothing to choose from: no call (a partition scan, not a decision)
+        return -1
+    hosts = Hosts(offered, np.column_stack((fc, fm)), np.column_stack((total_cpu[h], total_mem[h])))
+    i = allocate(hosts, np.array([req_cpu, req_mem]), rng)
     return int(h[i]) if i >= 0 else -1

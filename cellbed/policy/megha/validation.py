@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -117,16 +117,23 @@ class ClusterState:
         if kind == EXTERNAL and self.owner[h] == g:
             raise Refusal(EXTERNAL, f"{self.hosts[h]} is already in {self.gms[g]}'s own partition")
 
-    def check_fit(self, kind: str, h: int, cpu: float, mem: float, constraints: Sequence[Constraint]) -> None:
+    def check_fit(self, kind: str, h: int, cpu: float, mem: float, constraints: Sequence[Constraint],
+                  validate: Callable | None = None) -> None:
         """Host h satisfies the constraints and its node N (of its owner's partition) still has
-        room for the request (else a Refusal of *kind*)."""
+        room for the request (else a Refusal of *kind*). The room is the ``validation`` stage's
+        call (*validate*, R4 on the true state; Megha's free-covers-request when none is given)."""
         if not self.satisfies(h, constraints):
             bad = [c for c in constraints if not self.bits.vector(c)[h]]
             raise Refusal(kind, f"{self.hosts[h]} does not satisfy " + ", ".join(
                 f"{c.attribute} {c.op.name} {c.value!r}" for c in bad))
         fc, fm = self.free(h)
-        if fc + EPS < cpu or fm + EPS < mem:
-            raise Refusal(kind, f"{self.gms[self.owner[h]]}'s node on {self.hosts[h]} has {fc:.3f} cores / "
+        what = f"{self.gms[self.owner[h]]}'s node on "
+        if validate is not None:
+            ans = validate(self.hosts[h], (fc, fm), (float(self.total_cpu[h]), float(self.total_mem[h])), (cpu, mem))
+            if not ans.accepted:
+                raise Refusal(kind, what + (ans.detail or f"{self.hosts[h]}: {ans.reason}"))
+        elif fc + EPS < cpu or fm + EPS < mem:
+            raise Refusal(kind, f"{what}{self.hosts[h]} has {fc:.3f} cores / "
                                 f"{fm:.0f} MiB free, the task needs {cpu:.3f} cores / {mem:.0f} MiB")
 
     def check_launch(self, h: int, g: int, cpu: float, mem: float, constraints: Sequence[Constraint]) -> None:

@@ -11,7 +11,7 @@ overwrites a newer one (messages may arrive out of order).
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -148,8 +148,12 @@ class LmView:
 class View:
     """The views of every LM, plus the GM's round-robin positions."""
 
-    def __init__(self, gm: str, lms: Sequence[str]) -> None:
+    def __init__(self, gm: str, lms: Sequence[str], allocate: Callable | None = None, rng: Any = None) -> None:
+        """*allocate*: the ``allocation`` stage's policy (R5) that picks a host within a partition
+        (first fit, Megha's Algorithm 1, when none is given); *rng* is handed to it."""
         self.gm = gm
+        self.allocate = allocate
+        self.rng = rng
         self.lms: dict[str, LmView] = {n: LmView(n) for n in lms}
         self.order = list(lms)
         self._rr_internal = 0
@@ -214,7 +218,8 @@ class View:
                 continue
             part = v.partition(self.gm)
             scanned += len(part)
-            h = match_partition(part, constraints, v.free_cpu, v.free_mem, cpu, mem)
+            h = match_partition(part, constraints, v.free_cpu, v.free_mem, cpu, mem, v.total_cpu, v.total_mem,
+                                self.allocate, self.rng)
             if h >= 0:
                 self._rr_internal = (self._rr_internal + j + 1) % k
                 return Choice("launch", v.name, v.hosts[h], h, scanned), scanned
@@ -227,7 +232,8 @@ class View:
                 continue
             part = v.external(self.gm)
             scanned += len(part)
-            h = match_partition(part, constraints, v.free_cpu, v.free_mem, cpu, mem)
+            h = match_partition(part, constraints, v.free_cpu, v.free_mem, cpu, mem, v.total_cpu, v.total_mem,
+                                self.allocate, self.rng)
             if h >= 0:
                 self._rr_external = (self._rr_external + j + 1) % k
                 return Choice("repartition", v.name, v.hosts[h], h, scanned), scanned
