@@ -9,6 +9,7 @@ import collections
 import logging
 
 from cellbed.cell import cell_pki
+from cellbed.cell import megha as meghamod
 from cellbed.domain.identity import Role
 from cellbed.experiment.policies import agent_key
 from cellbed.runtime.plugins.identity import Identity
@@ -25,8 +26,8 @@ def agent_targets(st: dict) -> dict[str, str]:
     out = {h: f"{d['address']}:{d['grpc_port']}" for h, d in st["hosts"].items()}
     if st.get("broker"):
         out["ba1"] = st["broker"]
-    for name, target in (st.get("megha") or {}).get("agents", {}).items():
-        out[name] = target
+    if st.get("megha"):
+        out.update(meghamod.targets(st["megha"]))
     return out
 
 
