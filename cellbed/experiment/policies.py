@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import grpc
+
 from cellbed.domain.errors import CellbedError
 from cellbed.experiment.results.writer import ResultsWriter
 from cellbed.policy.api import STAGES
@@ -16,6 +18,8 @@ from cellbed.runtime.plugins.stats import StageStats
 
 class PolicyRunFailed(CellbedError):
     """A strict run ended because a plugin failed (exit 1: a failure on the way, not a bad request)."""
+
+    code = grpc.StatusCode.ABORTED
 
     def __init__(self, err: PolicyFailed) -> None:
         super().__init__(f"run stopped: {err}")

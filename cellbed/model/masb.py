@@ -20,6 +20,7 @@ from cellbed.domain.constraints import constraints_match
 from cellbed.domain.vm import VmSpec
 from cellbed.metrics.rows import AllocationRow, MigrationRow
 from cellbed.model.central_fit import Row, choose
+from cellbed.runtime.plugins.guard import PolicyFailed
 from cellbed.model.front import Front
 from cellbed.model.masb_stream import HOST_EVENTS, StreamMixin
 from cellbed.model.params import Summary
@@ -134,7 +135,11 @@ class MasbFront(StreamMixin, Front):
                       self.rng)
 
     async def _place_bestfit(self, spec: VmSpec) -> bool:
-        best = self._best_host(spec)
+        try:
+            best = self._best_host(spec)
+        except PolicyFailed:            # counted by the guard: not placed now, tried again like a task with no room
+            self.counters["policy_refused"] += 1
+            return False
         if best is None:
             return False
         bc, bm = self._bestfit_booked.get(best, (0.0, 0.0))

@@ -18,6 +18,7 @@ from cellbed.controller.megha.gm_task import LM_DOWN, QUEUED, RUNNING, STARTING,
 from cellbed.controller.megha.gm_view import ViewKeeper
 from cellbed.controller.megha.params import GmParams
 from cellbed.domain import errors
+from cellbed.runtime.plugins.guard import PolicyFailed
 from cellbed.policy.megha import fairness
 from cellbed.policy.megha.view import View
 from cellbed.v1 import megha_pb2 as meghapb
@@ -62,6 +63,9 @@ class Placer:
                 await self.schedule(gt)
             except asyncio.CancelledError:
                 raise
+            except PolicyFailed as e:        # a plugin failed: this placement is refused, the task waits
+                self._counters["policy_refused"] += 1
+                self._park(gt, f"not placed: {e}")
             except Exception:
                 log.exception("GM %s: scheduling %s failed; requeued", self.name, gt.name)
                 self._park(gt, "internal error; requeued")
@@ -226,7 +230,11 @@ class Placer:
         cap_c, cap_m = self._view.capacity()
         usage = self._view.usage()
         cons = fairness.consumption(usage, cap_c, cap_m)
-        victims = self._preemption(gt.user, self._shares, cons)
+        try:
+            victims = self._preemption(gt.user, self._shares, cons)
+        except PolicyFailed:                   # counted by the guard: no preemption this time
+            self._counters["policy_refused"] += 1
+            victims = []
         if not victims:
             if cons.get(gt.user, 0.0) >= self._shares.get(gt.user, 0.0):
                 gt.detail = (f"{self._view.why_not(gt.constraints, gt.cpu, gt.mem)}; {gt.user} uses "

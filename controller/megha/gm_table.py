@@ -18,6 +18,7 @@ from cellbed.controller.megha.lm_wire import task_request
 from cellbed.controller.megha.queues import QueueStore, UserQueues
 from cellbed.domain import errors, wire
 from cellbed.policy.api import QueuedTask
+from cellbed.runtime.plugins.guard import PolicyFailed
 from cellbed.v1 import megha_pb2 as meghapb
 
 DONE_KEPT = 10_000
@@ -46,7 +47,10 @@ class TaskTable:
         t = gt.task
         qt = QueuedTask(name, user, seq, gt.clk.arrival, float(t.duration_s), (gt.cpu, gt.mem), int(t.priority),
                         bool(t.production), gt.clk.attempts)
-        return float(self._order(qt, self._rng))
+        try:
+            return float(self._order(qt, self._rng))
+        except PolicyFailed:     # counted by the guard; the task is not lost: served last, in entry order
+            return float("inf")
 
     # --- tasks --------------------------------------------------------------------------------------
     def new_task(self, t: meghapb.MeghaTask, arrival: float, now: float) -> GmTask:

@@ -12,6 +12,7 @@ from cellbed.controller.megha.lm_launch import Launcher
 from cellbed.controller.megha.lm_replicate import Replicator
 from cellbed.controller.megha.lm_wire import check_task, task_request
 from cellbed.controller.megha.params import LmParams
+from cellbed.runtime.plugins.guard import PolicyFailed
 from cellbed.domain import errors, wire
 from cellbed.domain.constraints import Constraint
 from cellbed.policy.megha.validation import EXTERNAL, INTERNAL, LmTask, Refusal
@@ -99,7 +100,11 @@ class Requests:
         host h: the partition rule of its kind, then the fit (raises Refusal)."""
         c = self._core.cluster
         c.check_partition(kind, h, g)
-        c.check_fit(kind, h, cpu, mem, cons, self._validation)
+        try:
+            c.check_fit(kind, h, cpu, mem, cons, self._validation)
+        except PolicyFailed as e:      # a plugin failed: refused as an inconsistency (the GM tries again), not an LM fault
+            self._counters["policy_refused"] += 1
+            raise Refusal(kind, str(e)) from None
 
     def _accept(self, req, h: int, g: int, logical: bool, victims=()) -> meghapb.PlacementResponse:
         cpu, mem = task_request(req.task)

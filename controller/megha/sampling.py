@@ -24,6 +24,7 @@ from collections import Counter
 
 import numpy as np
 
+from cellbed.runtime.plugins.guard import PolicyFailed
 from cellbed.domain import errors, wire
 from cellbed.domain import wire_checks_megha as check
 from cellbed.domain.validate import MAX_CLOCK_SKEW_S
@@ -286,7 +287,12 @@ class SamplingScheduler:
         if self.probe is None:
             picks = self.rng.choice(eligible, size=min(self.d, eligible.size), replace=False)
         else:
-            picks = eligible[np.asarray(self.probe(int(eligible.size), self.d, self.rng), dtype=np.int64)]
+            try:
+                picks = eligible[np.asarray(self.probe(int(eligible.size), self.d, self.rng), dtype=np.int64)]
+            except PolicyFailed:      # counted by the guard: not probed now, tried again like an unplaceable task
+                self.counters["policy_refused"] += 1
+                self.unprobed.add(task.name)
+                return
         sent = self.clock.now()
         req = dict(scheduler=self.name, task=task.name, request=wire.resources(cpu, mem), sent_unix_s=sent)
         self.counters["probes"] += len(picks)

@@ -10,6 +10,7 @@ from typing import Awaitable, Callable
 
 import numpy as np
 
+from cellbed.runtime.plugins.guard import PolicyFailed
 from cellbed.daemon.san.ledger import NegotiationLedger
 from cellbed.daemon.san.policies import SanPolicies
 from cellbed.daemon.san.reader import HostReader
@@ -54,7 +55,11 @@ class HostWatch:
         self.reporter.on_sample()
         load = self.reader.load()
         pct = load.used_pct()
-        verdict = self.policies.overload(load)
+        try:
+            verdict = self.policies.overload(load)
+        except PolicyFailed:         # counted by the policy's guard; no decision this sample
+            self.counters["policy_refused"] += 1
+            return
         self._overloaded = bool(verdict)
         spike = self.policies.spike(self._prev_pct, pct)
         self._prev_pct = pct

@@ -17,6 +17,7 @@ from cellbed.daemon.san.ledger import NegotiationLedger
 from cellbed.daemon.san.policies import SanPolicies
 from cellbed.daemon.san.reader import HostReader
 from cellbed.daemon.san.steps import NegotiationSteps
+from cellbed.runtime.plugins.guard import PolicyFailed
 from cellbed.domain import errors
 from cellbed.domain.errors import InvalidArgument
 from cellbed.domain.vm import DomState
@@ -86,15 +87,19 @@ class Initiator:
         step 1 picks others."""
         for _ in range(self.max_scs_per_round):
             detected = self.clock.now()
-            verdict = self.policies.overload(self.reader.load())
-            if not verdict:
+            try:
+                verdict = self.policies.overload(self.reader.load())
+                if not verdict:
+                    return
+                cands, used, prod = self._candidates()
+                if not cands:
+                    self.counters["scs_nothing_movable"] += 1
+                    return
+                cap = self.reader.capacity()
+                sel = self.policies.scs(cap, used, cands, prod, self.rng)
+            except PolicyFailed:     # counted by the guard: this round is not started
+                self.counters["policy_refused"] += 1
                 return
-            cands, used, prod = self._candidates()
-            if not cands:
-                self.counters["scs_nothing_movable"] += 1
-                return
-            cap = self.reader.capacity()
-            sel = self.policies.scs(cap, used, cands, prod, self.rng)
             self.counters["scs_runs"] += 1
             self.decisions.maybe("scs", lambda: {
                 "host": self.host, "capacity": cap, "used": used, "prod_requested": prod,
