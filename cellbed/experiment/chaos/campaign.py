@@ -21,7 +21,7 @@ import time
 from cellbed.cell import cell_pki
 from cellbed.cell.record import load_state, state_dir
 from cellbed.domain import errors
-from cellbed.experiment.chaos.checker import Snapshot, check_history
+from cellbed.experiment.chaos.checker import Snapshot, check_history, outcome_unknown
 from cellbed.experiment.chaos.observe import snapshot
 from cellbed.experiment.chaos.plan import Step
 from cellbed.experiment.chaos.steps import StepRunner
@@ -44,6 +44,7 @@ class Campaign:
         self.pool_size = vms
         self.runner = StepRunner(name, root, st, state_dir(name, root), log)
         self.vms: set[str] = set()
+        self.maybe: set[str] = set()          # tasks submitted with no answer: their VM may appear
         self.started: list[str] = []
         self.prev: Snapshot | None = None
         self.violations: list[dict] = []
@@ -97,6 +98,11 @@ class Campaign:
             await self._bury(row["vm"])
         if s.op == "megha" and row.get("task_running"):
             await self._bury(row["vm"])       # checked intact; stopped, so that launches never fill the cell
+        elif s.op == "megha" and outcome_unknown(row.get("call", "")):
+            self.maybe.add(row["vm"])         # the submit got no answer: its VM may still appear
+        for vm in row.get("appeared", []):    # a VM of an unanswered submit came up: checked intact above, counted
+            self.maybe.discard(vm)            # once, and stopped like a launched task's
+            await self._bury(vm)
         await self.fill_pool()
         self._hist.write(json.dumps(row) + "\n")
         self._hist.flush()
@@ -144,6 +150,9 @@ class Campaign:
                 expected.discard(vm)
             if row["op"] == "megha" and listed:
                 expected.add(vm)
+            appeared = sorted(v for v in self.maybe | ({vm} if row["op"] == "megha" else set())
+                              if v != vm and any(v in d for d in s.daemons.values()))
+            expected |= set(appeared)
             launched = row["op"] != "megha" or listed or not str(row.get("call", "")).startswith(
                 ("TASK_STATE_RUNNING", "TASK_STATE_STARTING", "TASK_STATE_QUEUED"))   # a failed submit: no VM
             ready = (launched and not silent and not s.reservations and not unresolved
@@ -156,6 +165,7 @@ class Campaign:
              "reconciled": r.reconciled, "src": r.src, "dst": r.dst, "hint": r.hint} for r in recs]}
         if row["op"] == "megha":
             out["task_running"] = listed
+        out["appeared"] = appeared
         self.started += [r.id for r in recs if r.id not in self.started]
         s.started = list(self.started)
         problems = []
@@ -163,7 +173,8 @@ class Campaign:
             problems.append(f"not_settled: after {SETTLE_S:.0f} s: silent {silent}, leases "
                             f"{[(x.host, x.migration_id) for x in s.reservations]}, unresolved {unresolved}")
         hist = [self.prev, s] if self.prev is not None else [s]
-        vs = [v for v in check_history(hist, sorted(expected)) if v.step == s.step]
+        maybe = self.maybe | ({vm} if row["op"] == "megha" and outcome_unknown(row.get("call", "")) else set())
+        vs = [v for v in check_history(hist, sorted(expected), sorted(maybe)) if v.step == s.step]
         if lost_ok:
             vs = [v for v in vs if v.subject != vm]
             last = recs[-1] if recs else None
@@ -195,13 +206,14 @@ class Campaign:
         return rows
 
     async def _stop_pool(self) -> None:
-        """Stop the VMs this campaign started (and the launched tasks' VMs), nothing else."""
+        """Stop the VMs this campaign started (and the launched tasks' VMs, and those of unanswered
+        submits that came up after all), nothing else."""
         try:
             at = await self._where()
         except errors.CellbedError as e:
             self.log(f"chaos: could not list VMs to stop them: {e}")
             return
-        for vm in sorted(self.vms):
+        for vm in sorted(self.vms | self.maybe):
             if vm in at:
                 try:
                     async with cell_pki.node_client(self.state, at[vm]) as c:
