@@ -47,6 +47,7 @@ from cellbed.domain.vm import Hypervisor
 from cellbed.policy.migration.cost import PrecopyParams
 from cellbed.runtime.clock import Clock, CostFn, RealClock, VirtualClock
 from cellbed.runtime.decisions import DecisionLog
+from cellbed.runtime.explain import OFF, ExplainLog
 from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.runtime.rng import agent_rng
 from cellbed.runtime.transport import InProcNetwork, Transport
@@ -70,6 +71,7 @@ class Env:
     net: InProcNetwork | None = None
     fabric: ModelFabric | None = None
     policies: PolicyBook = dataclasses.field(default_factory=PolicyBook)
+    explain: ExplainLog = OFF           # where sampled decisions are explained (decisions.jsonl)
 
     def rng(self, name: str) -> random.Random:
         """The agent's own stream: the same (seed, name) gives the same draws on any cell."""
@@ -86,17 +88,18 @@ class Env:
 
 def real_env(clock: RealClock, transport_for: Callable[[str], Transport], seed: int = 0,
              backend_for: Callable[[NodeConfig], Hypervisor] | None = None,
-             policies: PolicyBook | None = None) -> Env:
+             policies: PolicyBook | None = None, explain: ExplainLog = OFF) -> Env:
     """A real cell's Env: the entry point passes the wall clock, its gRPC/MQTT transports, the
-    libvirt backend factory and the policy book of its configuration's ``[policy]`` table."""
+    libvirt backend factory, the policy book of its configuration's ``[policy]`` table and where
+    its explanations go."""
     return Env(clock=clock, transport_for=transport_for, seed=seed, backend_for=backend_for,
-               policies=policies if policies is not None else PolicyBook())
+               policies=policies if policies is not None else PolicyBook(), explain=explain)
 
 
 def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost: CostFn | None = None,
               migration_cost: PrecopyParams = PrecopyParams(), migration_failure_prob: float = 0.0,
               clock: Clock | None = None, guest: GuestOverhead | None = None,
-              policies: PolicyBook | None = None) -> Env:
+              policies: PolicyBook | None = None, explain: ExplainLog = OFF) -> Env:
     """A model cell's Env: virtual time (with *cost*, the processing-cost model, charged by the
     clock), an in-process network with seeded latency, and model backends sharing one fabric.
     Build it inside the virtual-time loop that will run the cell. *clock* replaces the virtual
@@ -107,7 +110,7 @@ def model_env(seed: int, latency_s: float = 0.0, jitter_s: float = 0.0, *, cost:
     fabric = ModelFabric(clock, migration_cost, migration_failure_prob, seed=seed, guest=guest or GuestOverhead())
     return Env(clock=clock, transport_for=net.transport, seed=seed,
                backend_for=lambda cfg: fabric.backend(cfg.host, cfg.cpu_cores), serve=net.serve, net=net, fabric=fabric,
-               policies=policies if policies is not None else PolicyBook())
+               policies=policies if policies is not None else PolicyBook(), explain=explain)
 
 
 # --- the node daemon -------------------------------------------------------------------------------
@@ -140,7 +143,7 @@ def build_san(env: Env, node: NodeAgent, cfg: SanConfig, brokers: list[str], cel
         policies = san_policies(cfg, env.policies)
     san = SanAgent(node, transport if transport is not None else env.transport_for(name), env.clock,
                    rng if rng is not None else env.rng(name), cfg, policies, brokers, cell,
-                   on_migration=on_migration, on_refused=on_refused)
+                   on_migration=on_migration, on_refused=on_refused, explain=env.explain)
     servicer = SanServicer(san)
     env.register(name, "San", servicer)
     return san, servicer
@@ -211,7 +214,7 @@ def build_gm(env: Env, name: str, *, lms, queues, store, cell: str, params, know
     book = env.policies
     agent = GlobalMaster(name, transport if transport is not None else env.transport_for(name), env.clock, lms=lms,
                          queues=queues, store=store, cell=cell, params=params, known_attributes=known_attributes,
-                         frontend=frontend, rng=env.rng(name),
+                         frontend=frontend, rng=env.rng(name), explain=env.explain,
                          policies=GmPolicies(book.get("allocation"), book.get("task_order"), book.get("preemption")))
     servicer = GlobalMasterServicer(agent)
     env.register(name, "GlobalMaster", servicer)

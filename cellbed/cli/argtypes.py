@@ -160,3 +160,19 @@ def dask_address(text: str) -> str:
 
 
 dask_address.__name__ = "tcp|tls://HOST:PORT"
+
+
+def explain_share(text: str) -> float:
+    """all, or a share of decisions in 0..1 (or a percentage: 5%)."""
+    if text == "all":
+        return 1.0
+    try:
+        v = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"allowed all, a share 0..1 or a percentage such as 5%, got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"allowed all, a share 0..1 or a percentage 0%..100%, got {text!r}")
+    return v
+
+
+explain_share.__name__ = "all|SHARE"

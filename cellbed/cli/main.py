@@ -47,6 +47,8 @@ def _module(name: str) -> ModuleType:
         from cellbed.cli import megha_cmd as mod
     elif name == "pki_cmd":
         from cellbed.cli import pki_cmd as mod
+    elif name == "explain_cmd":
+        from cellbed.cli import explain_cmd as mod
     elif name == "policy_cmd":
         from cellbed.cli import policy_cmd as mod
     elif name == "ui_cmd":

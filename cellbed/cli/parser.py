@@ -17,7 +17,7 @@ import os
 from typing import Any, Callable, NoReturn
 
 from cellbed.cell.record import DEFAULT_STATE_ROOT
-from cellbed.cli.argtypes import (address, dask_address, dirty_rate, float_in, host_name, int_in, key_value, list_of,
+from cellbed.cli.argtypes import (explain_share, address, dask_address, dirty_rate, float_in, host_name, int_in, key_value, list_of,
                                   on_off, or_blank, vm_name)
 from cellbed.domain import vm as vmdom
 from cellbed.domain.identity import Role
@@ -78,6 +78,10 @@ def build_parser(handler: Handler) -> argparse.ArgumentParser:
     _megha(sub, handler)
     _pki(sub, handler)
     _policy(sub, handler)
+    p = _add(sub, "explain", help="one explained decision of a results folder (decisions.jsonl): why this host")
+    p.add_argument("results", help="a results folder (or its decisions.jsonl)")
+    p.add_argument("id", help="the decision's id")
+    p.set_defaults(fn=handler("explain_cmd", "cmd_explain"))
     _ui(sub, handler)
     return ap
 
@@ -249,6 +253,9 @@ def _run(sub, handler: Handler) -> None:
     p.add_argument("--profile", metavar="FROM:TO",
                    help="cProfile the window FROM:TO of simulated minutes (model cells) into "
                         "profile.pstats/.txt/.json in the results folder")
+    p.add_argument("--explain", type=explain_share, metavar="all|SHARE",
+                   help="explain this share of the decisions in decisions.jsonl (default: run.explain, 1 %%); "
+                        "all = every decision (small runs)")
     p.set_defaults(fn=handler("run_cmd", "cmd_run"))
 
 
@@ -321,9 +328,16 @@ def _masb(sub, handler: Handler) -> None:
     p = _add(bp, "cache", help="what a broker believes: node, age, capacity, used, class")
     p.add_argument("--broker", type=or_blank(address), default="", help="HOST:PORT (default: the cell's broker)")
     p.set_defaults(fn=handler("masb_cmd", "cmd_broker_cache"))
-    p = _add(sub, "san", help="active and recent SAN negotiations on each host")
+    p = _add(sub, "san", help="active and recent SAN negotiations on each host; `san explain ID`: why a round "
+                              "chose its target")
     p.add_argument("--limit", type=int_in(1, 1000), default=20, help="recent negotiations per host")
     p.set_defaults(fn=handler("masb_cmd", "cmd_san"))
+    sp = p.add_subparsers(dest="san_cmd", required=False, metavar="[explain]")
+    e = _add(sp, "explain", help="an explained SAN round of the live cell: the broker's candidates and scores, each "
+                                 "target's answer with its numbers, the order, the view's age, the messages")
+    e.add_argument("id", help="the round's san_id (cellctl san lists them)")
+    e.add_argument("--host", type=or_blank(host_name), default="", help="the host that ran it (default: ask each)")
+    e.set_defaults(fn=handler("explain_cmd", "cmd_san_explain"))
 
 
 def _megha_common(p, gm: bool = True, lm: bool = False) -> None:

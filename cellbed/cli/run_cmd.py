@@ -18,7 +18,8 @@ from cellbed.experiment.profiling import parse_window
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    sc = load_scenario(args.scenario, args.overrides)
+    overrides = list(args.overrides or []) + ([f"run.explain={args.explain!r}"] if args.explain is not None else [])
+    sc = load_scenario(args.scenario, overrides)
     window = None
     if args.profile:
         window = parse_window(args.profile)

@@ -84,7 +84,8 @@ _service("cellbed.v1.NodeAgent", {
     "InjectFault": (A,), "PrepareIncoming": (N,), "FinishIncoming": (N,),
     "ListVms": None, "GetHostState": None, "ListMigrations": None, "WatchEvents": None})
 _service("cellbed.v1.San", {
-    "NegotiateTask": (A,), "RequestTaskMigration": (N,), "ProcessTaskMigration": (N,), "ListNegotiations": None})
+    "NegotiateTask": (A,), "RequestTaskMigration": (N,), "ProcessTaskMigration": (N,), "ListNegotiations": None,
+    "Explain": None})
 _service("cellbed.v1.BrokerAgent", {
     "ReportNodeState": (N,), "GetCandidateNodes": (N,), "AllocateTask": (A, G), "SyncCache": (B,), "ListCache": None})
 _service("cellbed.v1.GlobalMaster", {

@@ -42,6 +42,7 @@ from cellbed.experiment.profiling import ProfileWindow
 from cellbed.experiment.progress import Progress, peak_rss_mib
 from cellbed.experiment.real.driver import RealCellDriver
 from cellbed.experiment.report.write import write_report
+from cellbed.experiment.results.files import DECISIONS
 from cellbed.experiment.results.writer import ResultsWriter, build_manifest, git_revision, runtime_versions
 from cellbed.experiment.scenario.file import Scenario
 from cellbed.experiment.scenario.policies import broker_params, policy_book
@@ -55,6 +56,7 @@ from cellbed.model.params import (END_WITH_HOST_S, MASB_FRONTENDS, MEGHA_FRONTEN
 from cellbed.policy.migration.costfile import CalibrationFile
 from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.runtime.clock import run_virtual
+from cellbed.runtime.explain import ExplainLog
 from cellbed.workload.generator import WorkloadGenerator
 from cellbed.workload.trace import TraceReader
 from cellbed.workload.trace_check import check_trace
@@ -239,8 +241,9 @@ class ModelDriver:
                 self.profile.on_tick(t.t_s)
 
         events, reader = workload_source(sc)
+        explain = ExplainLog(sc.run.explain, str(w.path / DECISIONS))
         cell = ModelCell(self.params, events, on_tick=on_tick, on_allocation=w.allocation,
-                         on_migration=w.migration, policies=self.book)
+                         on_migration=w.migration, policies=self.book, explain=explain)
         wall0, cpu0 = time.perf_counter(), time.process_time()
         try:
             s = run_virtual(cell.run())
@@ -250,6 +253,8 @@ class ModelDriver:
             if reader is not None:       # what was read, also when the run failed part-way
                 w.update_manifest(trace=reader.report())
             policies.record(w, self.book.identities(), self.book.env.stats, mode=self.book.env.mode)
+            explain.close()
+            w.update_manifest(explained=explain.written, explain_share=sc.run.explain)
         if self.profile is not None:
             self.profile.close(sc.run.duration_s)
         wall = time.perf_counter() - wall0

@@ -24,6 +24,7 @@ import contextlib
 import gc
 from typing import Callable, Iterable
 
+from cellbed.runtime.explain import OFF, ExplainLog
 from cellbed.runtime.plugins.book import PolicyBook
 from cellbed.runtime.plugins.guard import PolicyEnv
 from cellbed import assembly
@@ -66,7 +67,7 @@ class ModelCell:
                  on_allocation: Callable[[AllocationRow], None] | None = None,
                  on_migration: Callable[[MigrationRow], None] | None = None, front: type | None = None,
                  ticks_from_samples: bool = False, policies: PolicyBook | None = None,
-                 **frontend_options) -> None:
+                 explain: ExplainLog = OFF, **frontend_options) -> None:
         """*frontend_options* go to the front-end (Megha: gm_params, lm_params, host_attributes);
         *policies*: the run's policy book (DESIGN §17; the built-ins by default), shared by every agent;
         *front* replaces the front-end class the params choose (the real-cell twin's);
@@ -82,6 +83,7 @@ class ModelCell:
         self.acc = TickAccumulator()
         self.env: Env | None = None
         self.policies = policies if policies is not None else PolicyBook(PolicyEnv(mode="strict"))
+        self.explain = explain
         self._frozen = False
         if front is None:
             front = MasbFront if params.frontend in MASB_FRONTENDS else MeghaFront
@@ -92,7 +94,7 @@ class ModelCell:
         p = self.p
         self.env = assembly.model_env(p.seed, p.latency_s, p.jitter_s, cost=cost, migration_cost=p.cost,
                                       migration_failure_prob=p.migration_failure_prob, guest=p.guest,
-                                      policies=self.policies)
+                                      policies=self.policies, explain=self.explain)
         return self.env
 
     @property

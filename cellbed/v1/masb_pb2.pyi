@@ -343,3 +343,15 @@ class NegotiateTaskResponse(_message.Message):
     NEGOTIATION_FIELD_NUMBER: _ClassVar[int]
     negotiation: Negotiation
     def __init__(self, negotiation: _Optional[_Union[Negotiation, _Mapping]] = ...) -> None: ...
+
+class ExplainRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ExplainResponse(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...

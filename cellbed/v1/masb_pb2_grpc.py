@@ -307,6 +307,11 @@ class SanStub:
                 request_serializer=cellbed_dot_v1_dot_masb__pb2.ListNegotiationsRequest.SerializeToString,
                 response_deserializer=cellbed_dot_v1_dot_masb__pb2.ListNegotiationsResponse.FromString,
                 _registered_method=True)
+        self.Explain = channel.unary_unary(
+                '/cellbed.v1.San/Explain',
+                request_serializer=cellbed_dot_v1_dot_masb__pb2.ExplainRequest.SerializeToString,
+                response_deserializer=cellbed_dot_v1_dot_masb__pb2.ExplainResponse.FromString,
+                _registered_method=True)
 
 
 class SanServicer:
@@ -341,6 +346,13 @@ class SanServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Explain(self, request, context):
+        """The explanation of a sampled SAN round this host ran (DESIGN §17: why this target).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SanServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -363,6 +375,11 @@ def add_SanServicer_to_server(servicer, server):
                     servicer.ListNegotiations,
                     request_deserializer=cellbed_dot_v1_dot_masb__pb2.ListNegotiationsRequest.FromString,
                     response_serializer=cellbed_dot_v1_dot_masb__pb2.ListNegotiationsResponse.SerializeToString,
+            ),
+            'Explain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Explain,
+                    request_deserializer=cellbed_dot_v1_dot_masb__pb2.ExplainRequest.FromString,
+                    response_serializer=cellbed_dot_v1_dot_masb__pb2.ExplainResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -474,6 +491,33 @@ class San:
             '/cellbed.v1.San/ListNegotiations',
             cellbed_dot_v1_dot_masb__pb2.ListNegotiationsRequest.SerializeToString,
             cellbed_dot_v1_dot_masb__pb2.ListNegotiationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Explain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cellbed.v1.San/Explain',
+            cellbed_dot_v1_dot_masb__pb2.ExplainRequest.SerializeToString,
+            cellbed_dot_v1_dot_masb__pb2.ExplainResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -39,6 +39,7 @@ from cellbed.controller.megha.gm_view import ViewKeeper
 from cellbed.controller.megha.lm_wire import state_topic
 from cellbed.controller.megha.params import GmParams
 from cellbed.controller.megha.policies import GmPolicies
+from cellbed.runtime.explain import OFF, ExplainLog
 from cellbed.controller.megha.queues import QueueStore, UserQueues
 from cellbed.domain import errors
 from cellbed.domain.vm import NAME_RE
@@ -55,7 +56,7 @@ class GlobalMaster:
                  queues: list[fairness.QueueConfig], store: QueueStore, cell: str = "cell",
                  params: GmParams = GmParams(), frontend: str = "megha",
                  known_attributes: tuple[str, ...] = (), policies: GmPolicies | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, explain: ExplainLog = OFF) -> None:
         """*known_attributes*: the cell's attribute vocabulary, on top of the attributes the hosts
         report (a constraint may name an attribute that no host has right now)."""
         if not NAME_RE.fullmatch(name) or len(name) > 12:
@@ -86,7 +87,7 @@ class GlobalMaster:
         self._events = TaskEvents(name, self._table, self._links, clock, p, c, self.per_user, self.my_users,
                                   frontend, self.records, self.record_listeners)
         self._placer = Placer(name, self.view, self._keeper, self._links, self._table, self._events, clock, p, c,
-                              self.per_user, self.shares, pol.preemption)
+                              self.per_user, self.shares, pol.preemption, explain)
         self._intake = Intake(name, self.view, self._links, self._table, clock, p, c, self.queue_cfg,
                               self.known_attributes)
         self._recovery = Recovery(name, self._links, self._table, clock, c)

@@ -17,7 +17,9 @@ from cellbed.controller.megha.gm_table import TaskTable
 from cellbed.controller.megha.gm_task import LM_DOWN, QUEUED, RUNNING, STARTING, GmTask
 from cellbed.controller.megha.gm_view import ViewKeeper
 from cellbed.controller.megha.params import GmParams
+from cellbed.controller.megha.gm_explain import PlacementExplanation
 from cellbed.domain import errors
+from cellbed.runtime.explain import OFF, ExplainLog
 from cellbed.runtime.plugins.guard import PolicyFailed
 from cellbed.policy.megha import fairness
 from cellbed.policy.megha.view import View
@@ -33,9 +35,11 @@ class Placer:
 
     def __init__(self, name: str, view: View, keeper: ViewKeeper, links: LmLinks, table: TaskTable,
                  events: TaskEvents, clock, params: GmParams, counters: Counter,
-                 per_user: dict[str, Counter], shares: dict[str, float], preemption=None) -> None:
+                 per_user: dict[str, Counter], shares: dict[str, float], preemption=None,
+                 explain: ExplainLog = OFF) -> None:
         self.name = name
         self._preemption = preemption or fairness.victims      # the preemption stage (T10)
+        self._explain = explain
         self._view = view
         self._keeper = keeper
         self._links = links
@@ -85,18 +89,27 @@ class Placer:
             return
         gen0 = self._keeper.gen
         choice = None
+        did = f"{self.name}:{gt.name}:{gt.requeues}"          # one decision: this task's attempt
+        ex = PlacementExplanation(did, self.name, gt.name, gt.user, gt.cpu, gt.mem, self._clock.now()) \
+            if self._explain.wants(did) else None
         for _ in range(1 + self._params.immediate_retries):
             t0 = self._clock.now()
-            choice, scanned = self._view.match(gt.constraints, gt.cpu, gt.mem)
+            choice, scanned = self._view.match(gt.constraints, gt.cpu, gt.mem, observe=ex.observe if ex else None)
             await self._clock.charge("gm_match", scanned)
             gt.clk.proc += self._clock.now() - t0
             if choice is None:
                 break
             res = await self._place(gt, choice.kind, choice.lm, host=choice.host)
+            if ex is not None:
+                ex.verdict(choice.lm, choice.host, choice.kind, res, gt.detail)
             if res == "ok":
+                if ex is not None:
+                    ex.done(self._explain, "placed", choice.lm, choice.host)
                 return
             if res == "lm_down":
                 break
+        if ex is not None:
+            ex.done(self._explain, "parked" if choice is None else "refused")
         if choice is None and self._params.fairness and len(self._shares) > 1:
             if await self._preempt(gt):
                 return

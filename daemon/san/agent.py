@@ -19,9 +19,13 @@ the one RNG is shared by the parts that draw from it, in the order the protocol 
 """
 from __future__ import annotations
 
+import json
+
 import random
 from typing import Callable
 
+from cellbed.domain import errors
+from cellbed.runtime.explain import KEPT, OFF, ExplainLog
 from cellbed.daemon.agent import NodeAgent
 from cellbed.daemon.san.config import Negotiation, SanConfig
 from cellbed.daemon.san.host import HostWatch
@@ -47,7 +51,8 @@ class SanAgent:
 
     def __init__(self, node: NodeAgent, transport: Transport, clock: Clock, rng: random.Random, cfg: SanConfig,
                  policies: SanPolicies, brokers: list[str], cell: str = "cell", decisions: DecisionLog | None = None,
-                 *, on_migration: Callable | None = None, on_refused: Callable | None = None) -> None:
+                 *, on_migration: Callable | None = None, on_refused: Callable | None = None,
+                 explain: ExplainLog = OFF) -> None:
         cfg = cfg.validate()
         self.node = node
         self.policies = policies
@@ -64,7 +69,8 @@ class SanAgent:
                                  event_driven=node.cfg.skip_quiet_samples, period_s=cfg.report_period_s,
                                  quiet_period_s=cfg.quiet_report_s)
         self.steps = NegotiationSteps(view, self.reader, self.ledger, policies, transport, node.migrate, rng, clock,
-                                      self.decisions, cfg, brokers, on_migration=on_migration, on_refused=on_refused)
+                                      self.decisions, cfg, brokers, on_migration=on_migration, on_refused=on_refused,
+                                      explain=explain)
         self.initiator = Initiator(view, self.reader, self.ledger, self.steps, policies, rng, clock, self.decisions,
                                    cfg)
         spike = None
@@ -103,6 +109,14 @@ class SanAgent:
     def disable(self) -> None:
         """No new rounds (negotiations in flight finish): a model cell settling before its checks."""
         self.watch.disable()
+
+    def explanation(self, decision_id: str) -> str:
+        """The JSON of an explained round this host ran (NotFound if not explained or no longer kept)."""
+        d = self.steps.explain.get(decision_id)
+        if d is None:
+            raise errors.NotFound(f"{self.host}: no explained SAN round {decision_id!r} (a share of rounds is "
+                                  f"explained, the last {KEPT} kept)")
+        return json.dumps(d)
 
     def publish_report(self) -> None:
         self.reporter.publish()

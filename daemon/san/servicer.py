@@ -29,3 +29,8 @@ class SanServicer(masbpbg.SanServicer):
     @handles_errors
     async def ListNegotiations(self, request, context):
         return self.san.negotiations(request.limit)
+
+    @handles_errors
+    async def Explain(self, request, context):
+        check.name("id", request.id)
+        return masbpb.ExplainResponse(json=self.san.explanation(request.id))

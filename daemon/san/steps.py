@@ -18,6 +18,8 @@ import logging
 import random
 from typing import Awaitable, Callable
 
+from cellbed.daemon.san.explain import RoundExplanation
+from cellbed.runtime.explain import OFF, ExplainLog
 from cellbed.daemon.host_view import HostView
 from cellbed.daemon.san.config import REASON_NAME, SanConfig
 from cellbed.daemon.san.ledger import NegotiationLedger
@@ -50,7 +52,8 @@ class NegotiationSteps:
     def __init__(self, view: HostView, reader: HostReader, ledger: NegotiationLedger, policies: SanPolicies,
                  transport: Transport, migrate: MigrateFn, rng: random.Random, clock: Clock,
                  decisions: DecisionLog, cfg: SanConfig, brokers: list[str], *,
-                 on_migration: Callable | None = None, on_refused: Callable | None = None) -> None:
+                 on_migration: Callable | None = None, on_refused: Callable | None = None,
+                 explain: ExplainLog = OFF) -> None:
         self.view = view
         self.reader = reader
         self.host = reader.host
@@ -72,6 +75,8 @@ class NegotiationSteps:
                                                timeout_policy=TimeoutPolicy.ABORT)
         self.on_migration = on_migration
         self.on_refused = on_refused
+        self.explain = explain
+        self._ex: dict[str, RoundExplanation] = {}      # san_id -> the explanation being built (sampled rounds)
 
     def set_brokers(self, brokers: list[str]) -> None:
         self.brokers = list(brokers)
@@ -79,20 +84,30 @@ class NegotiationSteps:
     async def run(self, neg: masbpb.Negotiation, name: str) -> bool:
         """Steps 2–5 for task *name* under *neg* (opened by the initiator): True if it migrated."""
         task = self.reader.task_info(name)
-        recs = await self.step2_get_candidates(neg, task)
-        if not recs:
-            return False
-        acceptors = await self.step3_request_migration(neg, task, recs)
-        if not acceptors:
-            return False
-        order = self.step4_order_targets(neg, name, task, acceptors)
-        return await self.step5_process_and_migrate(neg, name, order)
+        ex = self._ex[neg.san_id] = RoundExplanation(neg, self.clock.now(), task) \
+            if self.explain.wants(neg.san_id) else None
+        try:
+            recs = await self.step2_get_candidates(neg, task)
+            if not recs:
+                return False
+            acceptors = await self.step3_request_migration(neg, task, recs)
+            if not acceptors:
+                return False
+            order = self.step4_order_targets(neg, name, task, acceptors)
+            return await self.step5_process_and_migrate(neg, name, order)
+        finally:
+            self._ex.pop(neg.san_id, None)
+            if ex is not None:
+                ex.done(self.explain, neg.state, neg.target)
 
     # --- step 2 --------------------------------------------------------------------------------------
     async def _ask_broker(self, req: masbpb.GetCandidateNodesRequest) -> masbpb.GetCandidateNodesResponse | None:
         order = list(self.brokers)
         self.rng.shuffle(order)
+        ex = self._ex.get(req.san_id)
         for b in order:
+            if ex is not None:
+                ex.rpc()
             try:
                 return await self.transport.request(b, "BrokerAgent/GetCandidateNodes", req,
                                                     timeout=self.request_timeout_s)
@@ -108,6 +123,8 @@ class NegotiationSteps:
             self.ledger.finish(neg, "gave-up", f"no broker reachable of {len(self.brokers)}")
             return None
         recs = [r for r in resp.recommendations if r.host != self.host]
+        if (ex := self._ex.get(neg.san_id)) is not None:
+            ex.candidates(resp, recs, self.clock.now())
         self.counters["candidates"] += len(recs)
         self.ledger.step(neg, "candidates", resp.broker,
                          f"{len(recs)} of {resp.matched} matching ({resp.scanned} scanned): "
@@ -120,6 +137,8 @@ class NegotiationSteps:
     async def step3_request_migration(self, neg: masbpb.Negotiation, task: masbpb.TaskInfo, recs: list) -> list[Acceptor]:
         """Ask every candidate at once; the window ends early when all have answered."""
         self.ledger.step(neg, "request", "", f"TaskMigrationRequest to {len(recs)}")
+        if (ex := self._ex.get(neg.san_id)) is not None:
+            ex.rpc(len(recs))
         forced = {r.host: r.force_migration for r in recs}
         jobs = {asyncio.ensure_future(self.transport.request(
             r.host, "San/RequestTaskMigration",
@@ -143,6 +162,8 @@ class NegotiationSteps:
             why = "no answer within the window" if (late or j.cancelled()) else str(j.exception())
             self.counters["rejections_no_answer"] += 1
             self.ledger.step(neg, "rejection", host, f"no_answer: {why}", forced=forced)
+            if (ex := self._ex.get(neg.san_id)) is not None:
+                ex.refused(host, "no_answer", why, forced)
             return None
         ans: masbpb.TaskMigrationResponse = j.result()
         if ans.HasField("acceptance"):
@@ -151,12 +172,16 @@ class NegotiationSteps:
             self.ledger.step(neg, "acceptance", host, f"used {a.used.cpu_cores:.3f} cores / {a.used.mem_mib:.0f} MiB "
                                                       f"of {a.capacity.cpu_cores:.3f} / {a.capacity.mem_mib:.0f}",
                              forced=forced)
+            if (ex := self._ex.get(neg.san_id)) is not None:
+                ex.accepted(host, a, forced)
             return Acceptor(host, (a.capacity.cpu_cores, a.capacity.mem_mib), (a.used.cpu_cores, a.used.mem_mib),
                             forced)
         rj = ans.rejection
         reason = REASON_NAME.get(rj.reason, "unspecified")
         self.counters[f"rejections_{reason}"] += 1
         self.ledger.step(neg, "rejection", host, f"{reason}: {rj.detail}", forced=forced)
+        if (ex := self._ex.get(neg.san_id)) is not None:
+            ex.refused(host, reason, rj.detail, forced)
         return None
 
     # --- step 4 --------------------------------------------------------------------------------------
@@ -165,6 +190,8 @@ class NegotiationSteps:
         """Re-score and order (forced last): the order is the retry list of step 5."""
         tu = (task.used.cpu_cores, task.used.mem_mib)
         order = self.policies.order_targets(acceptors, tu, self.rng)
+        if (ex := self._ex.get(neg.san_id)) is not None:
+            ex.order(order)
         self.decisions.maybe("target", lambda: {"san_id": neg.san_id, "task": name, "task_used": tu,
                                                  "order": [(a.host, s, a.forced, a.used, a.capacity)
                                                            for a, s in order]})
@@ -198,6 +225,9 @@ class NegotiationSteps:
     async def _process(self, neg: masbpb.Negotiation, name: str, e, a: Acceptor, mid: str) -> bool:
         """TaskMigrationProcessRequest: True if the target reserved the task's resources."""
         task = self.reader.task_info(name)
+        ex = self._ex.get(neg.san_id)
+        if ex is not None:
+            ex.rpc()
         try:
             pr = await self.transport.request(a.host, "San/ProcessTaskMigration", masbpb.TaskMigrationProcessRequest(
                 san_id=neg.san_id, src_host=self.host, task=task, spec=spec_pb(e.spec),
@@ -210,19 +240,28 @@ class NegotiationSteps:
             self.counters["collisions"] += 1
             self._refused(neg, a, f"{REASON_NAME.get(pr.rejection.reason, '?')}: {pr.rejection.detail}")
             return False
+        if ex is not None:
+            ex.tried(a.host, "reserved")
         return True
 
     def _refused(self, neg: masbpb.Negotiation, a: Acceptor, detail: str) -> None:
         self.ledger.step(neg, "refused", a.host, detail, forced=a.forced)
+        if (ex := self._ex.get(neg.san_id)) is not None:
+            ex.tried(a.host, "refused", detail)
         if self.on_refused is not None:
             self.on_refused(neg, a.host, a.forced, detail)
 
     async def _migrate(self, neg: masbpb.Negotiation, name: str, a: Acceptor, mid: str) -> str:
         """The live migration to a target that holds the reservation: DONE_MIGRATED, DONE_FAILED
         (the task left this host) or NEXT (try the next target)."""
+        ex = self._ex.get(neg.san_id)
+        if ex is not None:
+            ex.rpc()              # the migration's own control messages: FinishIncoming at the target
         try:
             rec = await self.node_migrate(name, a.host, self.migration_opts, prepared_mid=mid, forced=a.forced)
         except errors.CellbedError as exc:
+            if ex is not None:
+                ex.tried(a.host, "migration failed", str(exc))
             self.counters["migrations_failed"] += 1
             self.ledger.step(neg, "failed", a.host, str(exc), forced=a.forced)
             if not isinstance(exc, errors.MigrationUnresolved):   # else the guest may be there: reconciliation ends it
@@ -237,12 +276,16 @@ class NegotiationSteps:
             self.counters["migrations_succeeded"] += 1
             self.counters["bytes_moved"] += rec.data_total_bytes
             neg.target, neg.forced = a.host, a.forced
+            if ex is not None:
+                ex.tried(a.host, "migrated")
             self.ledger.step(neg, "migrated", a.host, f"{rec.data_total_bytes} B in {rec.time_elapsed_ms:.0f} ms, "
                                                       f"downtime {rec.downtime_ms:.0f} ms", forced=a.forced)
             self.ledger.finish(neg, "migrated")
             return DONE_MIGRATED
         self.counters["migrations_failed"] += 1
         self.ledger.step(neg, "failed", a.host, f"{npb.MigrationOutcome.Name(rec.outcome)}: {rec.detail}", forced=a.forced)
+        if ex is not None:
+            ex.tried(a.host, "migration failed", npb.MigrationOutcome.Name(rec.outcome))
         if name not in self.view.vms:
             self.ledger.finish(neg, "failed", "the task left this host unverified")
             return DONE_FAILED

@@ -22,6 +22,9 @@ SANS = "san.csv"
 STAGES = "stages.csv"
 """Per-stage timing of the run (DESIGN §17, seed 002's TC): calls, errors, hosts or tasks examined and
 time per (stage, policy), summed over every agent (cellbed/runtime/plugins/stats.py)."""
+DECISIONS = "decisions.jsonl"
+"""Explained decisions (DESIGN §17), a sampled share (run.explain): one JSON object per decision
+(cellbed/runtime/explain.py; SAN rounds: daemon/san/explain.py; Megha: controller/megha/gm_explain.py)."""
 RUN_COMPLETED = "run_completed"
 
 

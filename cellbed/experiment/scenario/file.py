@@ -198,6 +198,8 @@ class Scenario:
         for k, v in defaults.items():      # the default: manifests (and sweeps' scenario hashes) stay as before
             if m["policy"].get(k, v) == v and k not in ("fit", "initial_score", "realloc_score"):
                 m["policy"].pop(k, None)
+        if self.run.explain == 0.01:
+            del m["run"]["explain"]      # the default: manifests (and sweeps' scenario hashes) stay as before the key
         plugins = plugin_sources(self.policy)
         if plugins:
             m["policy"]["plugins"] = plugins

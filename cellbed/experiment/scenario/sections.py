@@ -297,6 +297,9 @@ class RunSection:
                          lo_open=True, unit="s")
     seed: int = knob(0, "the run seed: the workload and every agent's RNG derive from it", lo=0, hi=2**63 - 1)
     name: str = knob("", "run name; empty = the scenario file's name")
+    explain: float = knob(0.01, "the share of decisions (SAN rounds, Megha placements) explained in "
+                                "decisions.jsonl: each candidate's inputs and outputs, the view's age, the "
+                                "messages; 1 = all (cellctl run --explain all)", lo=0.0, hi=1.0)
 
     def __post_init__(self) -> None:
         if self.tick_s > self.duration_s:

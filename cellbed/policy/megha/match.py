@@ -89,11 +89,13 @@ def first_fit(candidates: np.ndarray, free_cpu: np.ndarray, free_mem: np.ndarray
 
 def match_partition(part: PartitionBits, constraints: Sequence[Constraint], free_cpu: np.ndarray,
                     free_mem: np.ndarray, req_cpu: float, req_mem: float, total_cpu: np.ndarray | None = None,
-                    total_mem: np.ndarray | None = None, allocate: Callable | None = None, rng: Any = None) -> int:
+                    total_mem: np.ndarray | None = None, allocate: Callable | None = None, rng: Any = None,
+                    observe: Callable | None = None) -> int:
     """Algorithm 1 on one partition. *free_cpu*/*free_mem* (and the totals) are per LM host;
     returns the LM host index of the match, or -1. The hosts whose constraints match and whose
     free resources cover the request are offered (R3, R4); *allocate* (the ``allocation`` stage,
-    R5) picks one of them: first fit when none is given."""
+    R5) picks one of them: first fit when none is given. *observe(hosts, offered, free_cpu, free_mem,
+    chosen)* sees the decision (an explanation)."""
     if not len(part):
         return -1
     h = part.hosts
@@ -106,4 +108,6 @@ def match_partition(part: PartitionBits, constraints: Sequence[Constraint], free
         return -1
     hosts = Hosts(offered, np.column_stack((fc, fm)), np.column_stack((total_cpu[h], total_mem[h])))
     i = allocate(hosts, np.array([req_cpu, req_mem]), rng)
+    if observe is not None:                      # an explained decision: what was offered, what was chosen
+        observe(h, offered, fc, fm, i)
     return int(h[i]) if i >= 0 else -1

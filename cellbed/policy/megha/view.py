@@ -145,6 +145,10 @@ class LmView:
         self.free_mem[h] -= mem
 
 
+def _seen(observe: Callable | None, v: "LmView") -> Callable | None:
+    return None if observe is None else (lambda *a: observe(v, *a))
+
+
 class View:
     """The views of every LM, plus the GM's round-robin positions."""
 
@@ -205,10 +209,11 @@ class View:
 
     # --- match (Fig. 2) --------------------------------------------------------------------
     def match(self, constraints: Sequence[Constraint], cpu: float, mem: float,
-              external: bool = True) -> tuple[Choice | None, int]:
+              external: bool = True, observe: Callable | None = None) -> tuple[Choice | None, int]:
         """Internal partitions round-robin over LMs, then (if *external*) the other GMs'
         partitions round-robin over LMs. Advances the round-robin positions. Returns the
-        choice (or None) and the number of nodes scanned."""
+        choice (or None) and the number of nodes scanned. *observe(lm_view, hosts, offered, free_cpu,
+        free_mem, chosen)* sees each partition's decision (an explanation)."""
         order = [self.lms[n] for n in self.order]
         k = len(order)
         scanned = 0
@@ -219,7 +224,7 @@ class View:
             part = v.partition(self.gm)
             scanned += len(part)
             h = match_partition(part, constraints, v.free_cpu, v.free_mem, cpu, mem, v.total_cpu, v.total_mem,
-                                self.allocate, self.rng)
+                                self.allocate, self.rng, _seen(observe, v))
             if h >= 0:
                 self._rr_internal = (self._rr_internal + j + 1) % k
                 return Choice("launch", v.name, v.hosts[h], h, scanned), scanned
@@ -233,7 +238,7 @@ class View:
             part = v.external(self.gm)
             scanned += len(part)
             h = match_partition(part, constraints, v.free_cpu, v.free_mem, cpu, mem, v.total_cpu, v.total_mem,
-                                self.allocate, self.rng)
+                                self.allocate, self.rng, _seen(observe, v))
             if h >= 0:
                 self._rr_external = (self._rr_external + j + 1) % k
                 return Choice("repartition", v.name, v.hosts[h], h, scanned), scanned
