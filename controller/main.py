@@ -24,6 +24,7 @@ from cellbed.controller.megha.prom import ControllerCollector, metrics_address
 from cellbed.controller.megha.queues import FileQueueStore
 from cellbed.domain.errors import CellbedError, FailedPrecondition, InvalidArgument
 from cellbed.domain.identity import Role
+from cellbed.runtime.explain import ExplainLog
 from cellbed.runtime.plugins import service as policy_service
 from cellbed.runtime.plugins.config import ErrorLog
 from cellbed.runtime.plugins.prom import PolicyCollector
@@ -75,7 +76,10 @@ class Controller:
         self.book = dict(cfg.agents)
         self.book.update(cfg.hosts)
         self.clock = RealClock()
-        self.env = assembly.real_env(self.clock, self._grpc, policies=cfg.policy_book())
+        tag = "-".join(sorted(self.only))
+        self.explain = ExplainLog(cfg.explain, os.path.join(cfg.state_dir, f"decisions-{tag}.jsonl")
+                                  if any(g in self.only for g in cfg.gms) else "")
+        self.env = assembly.real_env(self.clock, self._grpc, policies=cfg.policy_book(), explain=self.explain)
         self.env.policies.env.on_error = ErrorLog(", ".join(sorted(self.only)))
         self.gms: dict[str, GlobalMaster] = {}
         self.lms: dict[str, LocalMaster] = {}
@@ -173,6 +177,7 @@ class Controller:
             await t.close()
         if self.store is not None:
             self.store.close()
+        self.explain.close()
 
 
 async def run(cfg: ControllerConfig, only: set[str] | None) -> None:

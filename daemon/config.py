@@ -49,6 +49,7 @@ class NodeConfig:
     tls_key: str = ""                        # its key (mode 0600)
     insecure: bool = False                   # plaintext gRPC/MQTT/libvirt: only by explicit choice
     policy: dict = dataclasses.field(default_factory=dict)  # [policy]: the node's and its SAN's stages (DESIGN §17)
+    explain: float = 0.01                    # share of its SAN rounds explained (decisions.jsonl in state_dir)
     config_dir: str = dataclasses.field(default="", compare=False, metadata={"derived": True})
     """Where relative plugin files are taken from: the loaded file's folder (not written by to_toml)."""
 
@@ -64,6 +65,7 @@ class NodeConfig:
         check_range("monitor_period_s", self.monitor_period_s, 0.1, 3600, "s")
         check_range("boot_timeout_s", self.boot_timeout_s, 1, 3600, "s")
         check_range("verify_timeout_s", self.verify_timeout_s, 1, 3600, "s")
+        check_range("explain", self.explain, 0.0, 1.0)
         check_range("migration_timeout_s", self.migration_timeout_s, 0, 3600, "s")
         if self.accel not in ("tcg", "kvm"):
             raise InvalidArgument(f"accel={self.accel!r}: allowed tcg, kvm")

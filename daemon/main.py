@@ -16,6 +16,7 @@ from cellbed.runtime import prom, rpc
 from cellbed.runtime.authz import mqtt_tls, security_from
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.runtime.explain import ExplainLog
 from cellbed.runtime.peers import PeerDirectory
 from cellbed.runtime.plugins import service as policy_service
 from cellbed.runtime.plugins.config import ErrorLog
@@ -75,8 +76,9 @@ async def serve(cfg: NodeConfig) -> None:
     transport = GrpcTransport(lambda n: brokers.get(n) or peers.get(n).target, clock,
                               mqtt_host=cfg.mqtt_host if brokers else "", mqtt_port=cfg.mqtt_port, name=cfg.host,
                               security=security)
+    explain = ExplainLog(cfg.explain, os.path.join(cfg.state_dir, "decisions.jsonl") if cfg.state_dir else "")
     env = assembly.real_env(clock, lambda name: transport, seed=_seed(cfg),
-                            backend_for=lambda c: make_backend(c, ref), policies=cfg.policy_book())
+                            backend_for=lambda c: make_backend(c, ref), policies=cfg.policy_book(), explain=explain)
     env.policies.env.on_error = ErrorLog(cfg.host)
     agent, servicer = assembly.build_node(env, cfg)
     ref.append(agent)
@@ -117,6 +119,7 @@ async def serve(cfg: NodeConfig) -> None:
     if agent.telemetry:
         await agent.telemetry.stop()
     await agent.stop()
+    explain.close()
 
 
 def main(argv: list[str] | None = None) -> None:

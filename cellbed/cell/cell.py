@@ -134,7 +134,7 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
        guest_dir: str = DEFAULT_GUEST_DIR, monitor_period_s: float = 5.0, ready_timeout_s: float = 120.0,
        ssh: bool = False, bare: bool = False, san: dict | None = None,
        host_attributes: list[dict] | None = None, megha: dict | None = None, insecure: bool = False,
-       policy: dict | None = None, broker_params: dict | None = None) -> dict:
+       policy: dict | None = None, broker_params: dict | None = None, explain: float = 0.01) -> dict:
     """*ssh*: an sshd on every host (cellbed/cell/ssh.py); *bare* (needs *ssh*): hosts without
     libvirtd, node daemon or mosquitto, for a playbook to provision. *san*: run MASB — a broker
     agent (cellbed-broker) on the bridge and a SAN agent in every node daemon, with these
@@ -144,7 +144,8 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
     only); by default the cell gets a CA and every agent a certificate (cellbed/cell/cell_pki.py).
     *policy*: the ``[policy]`` table every agent loads (stages to plugins, their parameters; DESIGN
     §17), relative files taken from the working folder and checked before anything is built;
-    *broker_params*: the broker's BrokerParams overrides (scores, candidate count, scan limits)."""
+    *broker_params*: the broker's BrokerParams overrides (scores, candidate count, scan limits);
+    *explain*: the share of decisions the agents explain (their decisions*.jsonl)."""
     plan = CellPlan.build(name, n_hosts, subnet, list(host_cpus), list(host_mem_mib))
     if host_attributes is not None and len(host_attributes) != n_hosts:
         raise errors.InvalidArgument(f"host_attributes has {len(host_attributes)} entries: give one per host ({n_hosts})")
@@ -169,7 +170,8 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
         "mqtt": f"{plan.bridge_address}:{MQTT_PLAIN_PORT if insecure else MQTT_TLS_PORT}", "insecure": insecure,
         "hosts": {h.name: {"address": h.address, "grpc_port": GRPC_PORT, "netns": h.netns,
                            "cpu_cores": h.cpu_cores, "mem_mib": h.mem_mib} for h in plan.hosts},
-        "resources": [{"kind": "dir", "path": sdir}], "policy": policy, "broker_params": dict(broker_params or {})})
+        "resources": [{"kind": "dir", "path": sdir}], "policy": policy, "broker_params": dict(broker_params or {}),
+        "explain": explain})
     if bare:
         rec.state.update(bare=True, mqtt="")
     t0 = time.monotonic()
@@ -196,7 +198,7 @@ def up(name: str = "default", n_hosts: int = 3, *, accel: str = "auto", subnet: 
         if mplan is not None:   # after the node daemons serve: the LMs discover their hosts at start
             meghamod.wait_serving(meghamod.start(rec, sdir, mplan, name, plan.bridge_address, rec.state["hosts"],
                                                  sorted({"host", *(k for a in host_attributes or [] for k in a)}),
-                                                 rec.state.get("policy") or None),
+                                                 rec.state.get("policy") or None, rec.state.get("explain", 0.01)),
                                   ready_timeout_s, health, security=admin)
     except BaseException:
         log.error("cell up failed; the recorded resources stay for `cellctl --cell %s cell down`", name)
@@ -335,6 +337,7 @@ def _up_host(rec: Recorder, sdir: str, plan: CellPlan, h: HostPlan, accel: str, 
                      mqtt_port=_mqtt_port(rec.state), cell=plan.name, brokers=brokers, san=dict(san or {}),
                      **cell_pki.config_lines(tls),
                      attributes={"host": h.name, **(attributes or {})}, policy=rec.state.get("policy", {}),
+                     explain=rec.state.get("explain", 0.01),
                      metrics_port=prom_sd.NODE_METRICS_PORT).validate()
     with open(os.path.join(hdir, "node.toml"), "w") as f:
         f.write(to_toml(cfg))

@@ -128,12 +128,13 @@ def security_lines(cell_state: dict) -> list[str]:
 
 def config_text(p: MeghaPlan, cell: str, bridge_address: str, hosts: dict[str, str], state_dir: str,
                 known_attributes: list[str] = (), metrics_port: int = 0,
-                security: list[str] = ("insecure = true", "mqtt_port = 1883"), policy: dict | None = None) -> str:
+                security: list[str] = ("insecure = true", "mqtt_port = 1883"), policy: dict | None = None,
+                explain: float = 0.01) -> str:
     """The controller config of the cell: *hosts* maps host name to "address:port"; a
     *metrics_port* (one process's) is written only if given; *security*: security_lines()."""
     lines = [f"# Written by cellctl cell up --megha for cell {cell}", f"cell = {_q(cell)}",
              f"mqtt_host = {_q(bridge_address)}", *security, f"state_dir = {_q(state_dir)}",
-             f"known_attributes = [{', '.join(_q(a) for a in known_attributes)}]"]
+             f"known_attributes = [{', '.join(_q(a) for a in known_attributes)}]", f"explain = {explain!r}"]
     lines += [f"metrics_port = {metrics_port}"] if metrics_port else []
     lines += ["", "[agents]"]
     lines += [f"{n} = {_q(f'{bridge_address}:{port}')}" for n, port in p.ports().items()]
@@ -170,7 +171,7 @@ def _spec(p: MeghaPlan, mdir: str) -> dict:
 
 
 def start(rec: Recorder, sdir: str, p: MeghaPlan, cell: str, bridge_address: str, hosts: dict,
-          known_attributes: list[str] = (), policy: dict | None = None) -> dict:
+          known_attributes: list[str] = (), policy: dict | None = None, explain: float = 0.01) -> dict:
     """Write the controller config and start the supervisor of the GM and LM processes, recorded
     before it starts. *hosts* is the cell state's {"h1": {"address", "grpc_port"}, ...}.
     Returns the cell state's "megha" entry."""
@@ -180,11 +181,11 @@ def start(rec: Recorder, sdir: str, p: MeghaPlan, cell: str, bridge_address: str
     addrs = {h: f"{d['address']}:{d['grpc_port']}" for h, d in hosts.items()}
     sec = security_lines(rec.state)
     files = {config: config_text(p, cell, bridge_address, addrs, os.path.join(mdir, "state"), known_attributes,
-                                 security=sec, policy=policy)}
+                                 security=sec, policy=policy, explain=explain)}
     for n, port in metrics_ports(p).items():      # one /metrics per process: its own config
         files[os.path.join(mdir, f"{n}.toml")] = config_text(p, cell, bridge_address, addrs,
                                                              os.path.join(mdir, "state"), known_attributes, port,
-                                                             security=sec, policy=policy)
+                                                             security=sec, policy=policy, explain=explain)
         prom_sd.add_target(rec.state, "gm" if service_of(n) == GM_SERVICE else "lm", bridge_address, port,
                            agent=n, cell=cell)
     for path, text in files.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+import os
 import zlib
 from typing import Any
 
@@ -50,6 +51,8 @@ class ExplainLog:
         self.path = path
         self.recent: collections.OrderedDict[str, dict] = collections.OrderedDict()
         self.written = 0
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._f = open(path, "a", buffering=1, encoding="utf-8") if path else None
 
     def wants(self, decision_id: str) -> bool:

@@ -98,6 +98,7 @@ class ControllerConfig:
     lm_params: LmParams = LmParams()
     model: ModelHosts | None = None
     policy: dict = dataclasses.field(default_factory=dict)   # [policy]: the masters' stages (DESIGN §17)
+    explain: float = 0.01           # share of the GMs' placements explained (decisions-<agent>.jsonl in state_dir)
     config_dir: str = ""            # where relative plugin files are taken from (the file's folder)
 
     def policy_book(self):
@@ -130,7 +131,7 @@ class ControllerConfig:
     def from_dict(cls, d: dict[str, Any], where: str = "config") -> "ControllerConfig":
         top = {"cell", "mqtt_host", "mqtt_port", "state_dir", "queue_fsync", "known_attributes", "agents", "hosts", "gm", "lm",
                "queue", "gm_params", "lm_params", "model", "metrics_port", "tls_ca", "tls_cert", "tls_key", "insecure",
-               "policy"}
+               "policy", "explain"}
         check_keys(d, top, where)
         r = _Reader(where)
         agents = {k: r.typed(f"agents.{k}", v, str, "a \"host:port\" string") for k, v in d.get("agents", {}).items()}
@@ -154,9 +155,11 @@ class ControllerConfig:
                   gms=tuple(gms), lms=tuple(lms), queues=tuple(queues),
                   gm_params=r.table("gm_params", d.get("gm_params", {}), GmParams).validate(),
                   lm_params=r.table("lm_params", d.get("lm_params", {}), LmParams).validate(), model=model,
-                  policy=dict(r.typed("policy", d.get("policy", {}), dict, "a table")))
+                  policy=dict(r.typed("policy", d.get("policy", {}), dict, "a table")),
+                  explain=float(r.typed("explain", d.get("explain", 0.01), (int, float), "a share 0..1")))
         check_range("mqtt_port", cfg.mqtt_port, 1, 65535)
         check_range("metrics_port", cfg.metrics_port, 0, 65535)
+        check_range("explain", cfg.explain, 0.0, 1.0)
         return cfg
 
 

@@ -29,7 +29,7 @@ REQUIRED = {
     ("sweep",): ["sweeps/t3.toml"], ("compare",): ["scenarios/real-3host.toml"],
     ("task",): ["t1"], ("pki", "init"): ["--dir", "/srv/pki"],
     ("pki", "issue"): ["--dir", "/srv/pki", "--role", "node", "--name", "h1"],
-    ("policy", "check"): ["masb"],
+    ("policy", "check"): ["masb"], ("explain",): ["results/r", "d1"], ("san", "explain"): ["n1-1-abc"],
 }
 GLOBALS = ["--json", "--cell", "lab2", "--state-root", "/srv/cells", "-v"]
 

@@ -47,6 +47,7 @@ from cellbed.experiment import policies
 from cellbed.experiment.policies import agent_key
 from cellbed.experiment.real.policies import collect_now
 from cellbed.experiment.real.run import MAX_VM_MEM_MIB, RealRun
+from cellbed.experiment.results.files import DECISIONS
 from cellbed.experiment.results.writer import ResultsWriter
 from cellbed.experiment.scenario.file import Scenario
 from cellbed.experiment.scenario.policies import broker_params, policy_book, policy_table
@@ -130,7 +131,8 @@ class RealCellDriver:
                 st = cellmod.up(self.name, c.hosts, accel=c.accel, subnet=c.subnet, host_cpus=[c.host_cpu_cores],
                                 host_mem_mib=[c.host_mem_mib], root=root,
                                 monitor_period_s=self.sc.policy.san.monitor_period_s / self.comp, san=self.san_cfg,
-                                policy=self.policy, broker_params=broker_params(self.sc) if self.use_broker else None)
+                                policy=self.policy, broker_params=broker_params(self.sc) if self.use_broker else None,
+                                explain=self.sc.run.explain)
             finally:
                 if st is None:
                     removed = cellmod.down(self.name, root)     # up records before it creates
@@ -141,6 +143,7 @@ class RealCellDriver:
         finally:
             if st is not None:
                 self._record_policies(st, w)
+                self._keep_decisions(root, w)
                 self._keep_logs(root, w)
                 removed = cellmod.down(self.name, root)
                 log.info("cell %s down: %d resources removed", self.name, len(removed))
@@ -161,6 +164,22 @@ class RealCellDriver:
             policies.record(w, ids, stats, agents, mode="isolate")
             if missing:
                 w.update_manifest(policy_agents_missing=missing)
+
+    def _keep_decisions(self, root: str, w: ResultsWriter) -> None:
+        """Every agent's explained decisions (decisions*.jsonl in its state) into the run's decisions.jsonl."""
+        if w.completed:
+            return
+        n = 0
+        with contextlib.suppress(OSError), open(w.path / DECISIONS, "w", encoding="utf-8") as out:
+            for dirpath, _, files in sorted(os.walk(os.path.join(root, self.name))):
+                for f in sorted(files):
+                    if f.startswith("decisions") and f.endswith(".jsonl"):
+                        with open(os.path.join(dirpath, f), encoding="utf-8", errors="replace") as src:
+                            for line in src:
+                                if line.endswith("\n"):         # a torn last line is left out
+                                    out.write(line)
+                                    n += 1
+        w.update_manifest(explained=n, explain_share=self.sc.run.explain)
 
     def _keep_logs(self, root: str, w: ResultsWriter) -> None:
         """Copy the node, broker and hostinit logs into the results folder before the cell goes."""

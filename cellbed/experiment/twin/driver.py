@@ -27,6 +27,7 @@ from cellbed.experiment.real.driver import RealCellDriver
 from cellbed.workload import realplan
 from cellbed.workload.realplan import Plan
 from cellbed.experiment.real.run import BOOTS_AT_ONCE
+from cellbed.experiment.results.files import DECISIONS
 from cellbed.experiment.results.writer import ResultsWriter
 from cellbed.experiment import policies
 from cellbed.experiment.scenario.file import Scenario
@@ -36,6 +37,7 @@ from cellbed.model.params import ModelCellParams, migration_calibration
 from cellbed.model.twin_front import TwinFront
 from cellbed.policy.masb.broker_select import BrokerParams
 from cellbed.runtime.clock import run_virtual
+from cellbed.runtime.explain import ExplainLog
 from cellbed.workload import events as ev
 
 LOOPBACK_LATENCY_S = 0.0002
@@ -144,15 +146,18 @@ class TwinDriver:
         def on_allocation(a) -> None:
             w.allocation(dataclasses.replace(a, arrival_s=sim(a.arrival_s), start_s=sim(a.start_s)))
 
+        explain = ExplainLog(sc.run.explain, str(w.path / DECISIONS))
         cell = ModelCell(self.params, events, on_tick=on_tick, on_allocation=on_allocation, on_migration=on_migration,
                          front=TwinFront, vms={v.name: v for v in plan.vms}, scale=self.real.scale,
                          ticks_from_samples=True, boots_at_once=BOOTS_AT_ONCE,
-                         max_vms_per_host=r.max_vms_per_host, policies=self.book)
+                         max_vms_per_host=r.max_vms_per_host, policies=self.book, explain=explain)
         wall0 = time.perf_counter()
         try:
             s = run_virtual(cell.run())
         finally:
             policies.record(w, self.book.identities(), self.book.env.stats, mode=self.book.env.mode)
+            explain.close()
+            w.update_manifest(explained=explain.written, explain_share=sc.run.explain)
         wall = time.perf_counter() - wall0
         progress.update(sc.run.duration_s, last["tasks"], last["over"], force=True)
         progress.close()
