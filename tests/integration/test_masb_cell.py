@@ -10,6 +10,7 @@ from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
 from cellbed.v1 import common_pb2 as cpb, masb_pb2 as masbpb, node_pb2 as npb
 from cellbed.cell import cell as cellmod
+from tests.component.test_explanations import check_san_round
 from tests.conftest import wait_until
 from tests.integration.conftest import _can_run_cells
 
@@ -30,7 +31,8 @@ def masb_cell(state_root):
         st = cellmod.up("ms", 3, subnet="10.231.13.0/24", host_cpus=[HOST_CPU], host_mem_mib=[1024],
                         root=state_root, monitor_period_s=2.0,
                         san={"report_period_s": 2.0, "window_s": 5.0, "max_util": MAX_UTIL, "boot_grace_s": 15.0,
-                             "log_scs_rate": 1.0, "log_scoring_rate": 1.0, "log_target_rate": 1.0})
+                             "log_scs_rate": 1.0, "log_scoring_rate": 1.0, "log_target_rate": 1.0},
+                        explain=1.0)
     except BaseException:
         cellmod.down("ms", state_root)      # up records before it creates: remove what it made
         raise
@@ -199,6 +201,11 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     assert any(n["state"] == "migrated" for h in out if "negotiations" in h for n in h["negotiations"])
     out = cellctl(cell, "nodes")
     assert all(s["asr_class"].startswith("ASR_CLASS_") for s in out)
+    # why that target (issue 29): the round's explanation, from the node that ran it, over gRPC
+    ex = cellctl(cell, "san", "explain", done[0].san_id)
+    check_san_round(ex)
+    assert ex["outcome"] == "migrated" and ex["chosen"] == r.dst and ex["vm"] == r.vm
+    assert {c["host"] for c in ex["candidates"]} <= {"h2", "h3"} and ex["broker"] == "ba1"
     for name in ("ov1", "ov2"):
         for h, _ in (await where(cell)).get(name, []):
             await call(cell, h, "StopVm", npb.StopVmRequest(name=name), timeout=60)
