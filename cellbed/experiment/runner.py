@@ -42,7 +42,7 @@ from cellbed.experiment.profiling import ProfileWindow
 from cellbed.experiment.progress import Progress, peak_rss_mib
 from cellbed.experiment.real.driver import RealCellDriver
 from cellbed.experiment.report.write import write_report
-from cellbed.experiment.results.files import DECISIONS
+from cellbed.experiment.results.files import DECISIONS, TASK_COLUMNS, TASKS
 from cellbed.experiment.results.writer import ResultsWriter, build_manifest, git_revision, runtime_versions
 from cellbed.experiment.scenario.file import Scenario
 from cellbed.experiment.scenario.policies import broker_params, policy_book
@@ -109,6 +109,14 @@ def jobs_workload(sc: Scenario) -> JobsWorkload:
     return JobsWorkload(cfg, drain_s=sc.run.duration_s - j.arrivals_s)
 
 
+def write_tasks(w: ResultsWriter, arrivals) -> None:
+    """tasks.csv: every task of a jobs workload with its job, submission time and duration."""
+    row = w.samples(TASKS, TASK_COLUMNS)
+    for a in arrivals:
+        row({"task": a.task.name, "job": a.job, "user": a.task.user, "arrival_s": a.time_s,
+             "duration_s": a.task.duration_s, "cpu": a.task.request.cpu_cores, "mem_mib": a.task.request.mem_mib})
+
+
 def workload_events(sc: Scenario) -> Iterator:
     """The scenario's event stream: the seeded generator, or the trace reader."""
     return workload_source(sc)[0]
@@ -154,6 +162,7 @@ def _megha_params(sc: Scenario) -> ModelCellParams:
     central = p.frontend == "central"
     j = sc.workload.jobs
     jobs = {"node_cpu": j.node_cpu, "node_mem_mib": j.node_mem_mib, "background_fill": j.fill,
+            "node_classes": tuple((float(k), float(c), int(m)) for k, c, m in j.node_classes),
             "background_s": (5.0, 2 * j.arrivals_s)} if sc.workload.source == "jobs" else \
         {"node_cpu": MEGHA_NODE_CPU, "node_mem_mib": MEGHA_NODE_MEM_MIB}
     return megha_cell(
@@ -241,6 +250,8 @@ class ModelDriver:
                 self.profile.on_tick(t.t_s)
 
         events, reader = workload_source(sc)
+        if isinstance(events, JobsWorkload):      # the jobs' tasks: what TRT, JMS, NJSL and JWT are computed from
+            events = dataclasses.replace(events, on_tasks=lambda arr: write_tasks(w, arr))
         explain = ExplainLog(sc.run.explain, str(w.path / DECISIONS))
         cell = ModelCell(self.params, events, on_tick=on_tick, on_allocation=w.allocation,
                          on_migration=w.migration, policies=self.book, explain=explain)

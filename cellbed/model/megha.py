@@ -62,6 +62,16 @@ def megha_users(p: ModelCellParams) -> tuple[str, ...]:
     return tuple(q.user for q in megha_queues(p))
 
 
+def node_caps(m, n: int) -> list[tuple[float, int]]:
+    """Every host's (cores, MiB): the node classes in host order, or the homogeneous node."""
+    if not m.node_classes:
+        return [(m.node_cpu, m.node_mem_mib)] * n
+    caps = [(float(c), int(mem)) for k, c, mem in m.node_classes for _ in range(int(k))]
+    if len(caps) != n:
+        raise InvalidArgument(f"node classes hold {len(caps)} nodes, the cell has {n}")
+    return caps
+
+
 class MeghaFront(Front):
     """GMs and LMs (or sampling schedulers and workers) over the cell's model hosts."""
 
@@ -130,7 +140,7 @@ class MeghaFront(Front):
             absent = {h for h, mc in zip(names, machines) if not mc.present}
         else:
             self._draw_attributes(names, rng)
-            caps = {h: (m.node_cpu, m.node_mem_mib) for h in names}
+            caps = dict(zip(names, node_caps(m, n)))
             absent = set()
         self.machine_host = {mc.node_id: h for mc, h in zip(machines or (), names)}
         self.capacity = {h: ((0.0, 0.0) if h in absent else caps[h]) for h in names}
@@ -173,14 +183,15 @@ class MeghaFront(Front):
         out = []
         lo, hi = m.background_s
         for mh in self.host_list:
-            left = min(0.95, float(rng.uniform(0.0, 2 * m.background_fill))) * m.node_cpu
+            cap_c, cap_m = self.capacity[mh.name]
+            left = min(0.95, float(rng.uniform(0.0, 2 * m.background_fill))) * cap_c
             k = 0
             while left >= 0.25:
                 cpu = min(left, float(rng.choice([0.25, 0.5, 1.0])))
                 k += 1
                 out.append((mh.name, meghapb.MeghaTask(
                     name=f"bg-{mh.name}-{k}", user="background", duration_s=float(rng.uniform(lo, hi)),
-                    request=wire.resources(cpu, max(1, int(m.node_mem_mib * cpu / m.node_cpu))),
+                    request=wire.resources(cpu, max(1, int(cap_m * cpu / cap_c))),
                     workload=npb.Workload(cpu_load=0.0))))
                 left -= cpu
         return out

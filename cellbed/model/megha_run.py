@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Callable
 import math
 import time
 from collections import Counter
@@ -188,6 +189,7 @@ class JobsWorkload:
 
     arrivals: ArrivalConfig
     drain_s: float
+    on_tasks: Callable | None = None         # sees every (task, job, arrival, duration) before the run
 
 
 async def run_stream(front, events) -> Summary:
@@ -215,6 +217,8 @@ async def run_jobs(front, jobs: JobsWorkload) -> Summary:
     homogeneous cell, the seeded Poisson jobs through the front-end, until every task has
     started or *jobs.drain_s* after the last arrival; a tick row every tick_s."""
     arr = arrivals(dataclasses.replace(jobs.arrivals, users=front.users), front.m.attribute_probs)
+    if jobs.on_tasks is not None:
+        jobs.on_tasks(arr)
     await front.build()
     warm = sum(len(b.tasks) for b in front.cell.fabric.backends.values())     # the background fill
     return await _drive(front, arr, warm, 0, Counter(), None, drain_s=jobs.drain_s, stop_at_s=None)

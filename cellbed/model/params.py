@@ -59,6 +59,8 @@ class MeghaParams:
                                             # attribute prevalence factor (same cell for every front-end)
     standby: bool = False                   # give every LM a standby instance
     attribute_probs: tuple[float, ...] = DEFAULT_ATTRIBUTE_PROBS
+    node_classes: tuple[tuple[float, float, int], ...] = ()   # (count, cores, MiB) in host order: a
+                                            # heterogeneous cell of these classes instead of node_cpu/node_mem_mib
     machines: str = "homogeneous"           # homogeneous: `nodes` hosts as above (the stream's machines stand
                                             # for them in order: their joins and leaves apply); stream: the
                                             # hosts are the stream's machines, capacities and attributes (a trace)

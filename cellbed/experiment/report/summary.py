@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import dataclasses
+import csv
 import math
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 import numpy as np
+from cellbed.experiment.report.jobs import job_metrics
+from cellbed.experiment.results.files import STAGES, TASKS
 from cellbed.domain.errors import FailedPrecondition
 from cellbed.experiment.results.reader import Run
 
@@ -62,6 +66,8 @@ class Summary:
     alloc_p999_ms: float
     part_median_ms: dict[str, float]
     part_share: dict[str, float]
+    jobs: dict[str, float] = dataclasses.field(default_factory=dict)       # TRT, JMS, NJSL, JWT (tasks.csv)
+    stage_us: dict[str, float] = dataclasses.field(default_factory=dict)   # mean µs per call by stage (stages.csv)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -149,7 +155,36 @@ def summarize(run: Run, *, allocations: dict[str, np.ndarray] | None = None,
         alloc_mean_ms=float(tot.mean()) if tot.size else math.nan,
         alloc_p50_ms=float(pct[0]), alloc_p90_ms=float(pct[1]), alloc_p99_ms=float(pct[2]),
         alloc_p999_ms=float(pct[3]), part_median_ms=med, part_share=share,
+        jobs=_jobs(run, a), stage_us=_stage_us(run),
     )
+
+
+def _jobs(run: Run, a: dict[str, np.ndarray]) -> dict[str, float]:
+    """The job metrics, when the run has its tasks' jobs and durations (a jobs workload's tasks.csv)."""
+    path = Path(run.path) / TASKS
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    tasks = {"task": [r["task"] for r in rows], "job": [int(r["job"]) for r in rows],
+             "arrival_s": [float(r["arrival_s"]) for r in rows], "duration_s": [float(r["duration_s"]) for r in rows]}
+    al = run.allocations(["task", "outcome", "start_s"])
+    starts = {t: float(s) for t, o, s in zip(al["task"], al["outcome"], al["start_s"]) if o == "placed"}
+    return job_metrics(tasks, starts)
+
+
+def _stage_us(run: Run) -> dict[str, float]:
+    """Mean µs per call of each stage (its policies' calls summed), from stages.csv."""
+    path = Path(run.path) / STAGES
+    if not path.exists():
+        return {}
+    by: dict[str, list[float]] = {}
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            c = by.setdefault(r["stage"], [0.0, 0.0])
+            c[0] += float(r["total_s"])
+            c[1] += float(r["calls"])
+    return {k: (v[0] / v[1] * 1e6 if v[1] else math.nan) for k, v in sorted(by.items())}
 
 
 def fmt_pct(x: float) -> str:

@@ -22,6 +22,9 @@ SANS = "san.csv"
 STAGES = "stages.csv"
 """Per-stage timing of the run (DESIGN §17, seed 002's TC): calls, errors, hosts or tasks examined and
 time per (stage, policy), summed over every agent (cellbed/runtime/plugins/stats.py)."""
+TASKS = "tasks.csv"
+"""A jobs workload's tasks: job, submission, duration (what TRT, JMS, NJSL and JWT are computed from)."""
+TASK_COLUMNS = ("task", "job", "user", "arrival_s", "duration_s", "cpu", "mem_mib")
 DECISIONS = "decisions.jsonl"
 """Explained decisions (DESIGN §17), a sampled share (run.explain): one JSON object per decision
 (cellbed/runtime/explain.py; SAN rounds: daemon/san/explain.py; Megha: controller/megha/gm_explain.py)."""

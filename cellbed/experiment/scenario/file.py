@@ -145,6 +145,10 @@ class Scenario:
             if c.kind != "model" or p.frontend not in ("megha", "central", "sampling"):
                 raise InvalidArgument(f"workload.source='jobs' runs on a model cell with a Megha front-end (megha, "
                                       f"central, sampling): got cell.kind={c.kind!r}, policy.frontend={p.frontend!r}")
+            n = sum(int(k) for k, _, _ in w.jobs.node_classes)
+            if w.jobs.node_classes and n != c.nodes:
+                raise InvalidArgument(f"workload.jobs.node_classes hold {n} nodes: cell.nodes must be {n} "
+                                      f"(got {c.nodes})")
             if w.jobs.arrivals_s >= self.run.duration_s:
                 raise InvalidArgument(f"workload.jobs.arrivals_s={w.jobs.arrivals_s:g} must be < run.duration_s="
                                       f"{self.run.duration_s:g} (the rest of the run is the drain)")

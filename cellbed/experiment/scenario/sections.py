@@ -125,8 +125,16 @@ class JobsSection:
                             "CPU (at most 95 %), ending at U(5 s, 2 x arrivals_s)", lo=0.0, hi=0.95)
     node_cpu: float = knob(4.0, "cores per node (homogeneous cell)", lo=0.25, hi=1024, unit="cores")
     node_mem_mib: int = knob(16384, "memory per node, MiB", lo=256, hi=1 << 24, unit="MiB")
+    node_classes: tuple[tuple[float, ...], ...] = knob((), "a heterogeneous cell instead: [[count, cores, MiB], "
+                                                          "...] in host order (the counts sum to cell.nodes), e.g. "
+                                                          "the reference architecture's [[16, 4, 16384], [16, 2, 8192]]")
 
     def __post_init__(self) -> None:
+        for i, c in enumerate(self.node_classes):
+            if (len(c) != 3 or c[0] != int(c[0]) or not 1 <= c[0] <= 1_000_000 or not 0.25 <= c[1] <= 1024
+                    or not 256 <= c[2] <= 1 << 24):
+                raise InvalidArgument(f"workload.jobs.node_classes[{i}]={list(c)}: allowed [count 1..1000000, "
+                                      "cores 0.25..1024, MiB 256..16777216]")
         if self.task_min_s > self.task_max_s:
             raise InvalidArgument(f"workload.jobs.task_min_s={self.task_min_s:g} must be <= "
                                   f"workload.jobs.task_max_s={self.task_max_s:g}")
