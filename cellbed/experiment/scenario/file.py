@@ -39,6 +39,7 @@ Notes on the shape:
 from __future__ import annotations
 
 import copy
+import json
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -327,9 +328,16 @@ def _cwd_ref(override: str) -> str:
     folder (a file written in the scenario is taken from the scenario's folder)."""
     key, sep, value = override.partition("=")
     slot = key.strip().removeprefix("policy.")
-    if sep and key.strip().startswith("policy.") and slot in STAGE_KEYS:
-        return f"{key}={absolute_files({slot: value.strip()}, str(Path.cwd()))[slot]}"
-    return override
+    if not (sep and key.strip().startswith("policy.") and slot in STAGE_KEYS):
+        return override
+    try:                              # a TOML string ("...", as a sweep writes it) or a bare word
+        ref, quoted = tomllib.loads(f"v = {value.strip()}")["v"], True
+    except tomllib.TOMLDecodeError:
+        ref, quoted = value.strip(), False
+    if not isinstance(ref, str):
+        return override
+    ref = absolute_files({slot: ref}, str(Path.cwd()))[slot]
+    return f"{key}={json.dumps(ref) if quoted else ref}"
 
 
 # ---------------------------------------------------------------------------
