@@ -140,12 +140,41 @@ ui_assets_setup() {
   echo "$want" > "$dst/.cellbed-stamp"
 }
 
+# The suite in two tiers (issue 27). Tier 1 is everything that brings up no cell and no VM (unit,
+# component, the example package's tests), on 2 pytest-xdist workers, one test file per worker
+# (--dist loadfile: a file's module fixtures stay in one process). Tier 2 is the integration tests
+# (real cells: namespaces, libvirtd, TCG guests), serially, since the guests load both cores and
+# the tests measure them. `test` runs both and fails if either fails; `test --quick` runs tier 1
+# only; `test ARGS...` (a path, -k, -m ...) hands ARGS to one serial pytest, as before.
+run_tests() {
+  local py="$VENV/bin/python" quick=0 rc1=0 rc2=0 t0 t1 args=()
+  for a in "$@"; do
+    if [ "$a" = "--quick" ]; then quick=1; else args+=("$a"); fi
+  done
+  if [ ${#args[@]} -gt 0 ]; then
+    if [ $quick = 1 ]; then
+      exec "$py" -m pytest -ra -m "not integration" -n 2 --dist loadfile "${args[@]}"
+    fi
+    exec "$py" -m pytest -ra "${args[@]}"
+  fi
+  t0=$(date +%s)
+  say "Tier 1: unit and component tests (no cell, no VM), 2 workers"
+  "$py" -m pytest -ra -m "not integration" -n 2 --dist loadfile || rc1=$?
+  t1=$(date +%s)
+  say "Tier 1: exit $rc1 in $((t1 - t0)) s"
+  if [ $quick = 1 ]; then return $rc1; fi
+  say "Tier 2: integration tests (real cells), serially"
+  "$py" -m pytest -ra -m integration || rc2=$?
+  say "Tier 2: exit $rc2 in $(($(date +%s) - t1)) s; whole suite $(($(date +%s) - t0)) s"
+  [ $rc1 = 0 ] && [ $rc2 = 0 ]
+}
+
 setup() { need_root; apt_setup; venv_setup; example_setup; guest_setup; ui_assets_setup; }
 
 case "${1:-}" in
   setup) setup ;;
   demo) setup; exec "$VENV/bin/python" -m cellbed.cli.demo "${@:2}" ;;
-  test) setup; shift; exec "$VENV/bin/python" -m pytest -ra "$@" ;;
+  test) setup; shift; run_tests "$@" ;;
   proto) "$VENV/bin/python" scripts/genproto.py ;;
   bench-migration) setup; exec "$VENV/bin/python" -m cellbed.cli.demo --bench "${@:2}" ;;
   *) echo "usage: ./cellbed.sh demo|test|setup|proto|bench-migration" >&2; exit 2 ;;

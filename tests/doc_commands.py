@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARK = "readme-test: parse-only"
 PAGES = ("README.md", "docs/cell.md", "docs/cellctl.md", "docs/migration.md", "docs/experiments.md",
-         "docs/sweeps.md", "docs/policies.md", "docs/masb.md", "docs/megha.md", "docs/security.md", "docs/metrics.md",
+         "docs/sweeps.md", "docs/policies.md", "docs/masb.md", "docs/megha.md", "docs/security.md", "docs/metrics.md", "docs/ui.md",
          "docs/chaos.md", "docs/ansible.md", "docs/results.md", "docs/architecture.md")
 RECORD_DIRS = ("docs/results", "docs/bench")
 # Read-only verbs: the integration test also runs each with --json before and after the verb.

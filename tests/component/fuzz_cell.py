@@ -88,6 +88,7 @@ TEMPLATES = {
     ("San", "ProcessTaskMigration"): masbpb.TaskMigrationProcessRequest(san_id="s-1", src_host="h2", task=TASK,
                                                                         spec=vm("t9"), migration_id="m-1"),
     ("San", "ListNegotiations"): masbpb.ListNegotiationsRequest(limit=5),
+    ("San", "Explain"): masbpb.ExplainRequest(id="h1-1"),
     ("BrokerAgent", "ReportNodeState"): masbpb.ReportNodeStateRequest(report=REPORT),
     ("BrokerAgent", "GetCandidateNodes"): masbpb.GetCandidateNodesRequest(task=TASK, src_host="h2", san_id="s-1"),
     ("BrokerAgent", "AllocateTask"): masbpb.AllocateTaskRequest(task=TASK, spec=vm("t9")),

@@ -173,3 +173,23 @@ def test_damaged_real_run_files_are_refused_naming_the_file(tmp_path):
     logs.mkdir(parents=True)
     (logs / "migrations.jsonl").write_text('[1]\n{"outcome": "MIGRATION_OUTCOME_SUCCEEDED"}\n{"torn\n')
     assert compare.migration_records(run) == [{"outcome": "MIGRATION_OUTCOME_SUCCEEDED"}]   # objects only
+
+
+def test_compare_without_real_from_makes_the_real_run_first_then_the_twin(tmp_path, monkeypatch):
+    """compare's own real leg (no --real-from): run_scenario of the real scenario into out/real,
+    then the twin into out/model. The real leg is stood in for by a twin run in its folder here;
+    tests/integration/test_compare.py compares a real cell's run through --real-from."""
+    from cellbed.experiment.compare import run as compare_run
+    real_run_scenario, calls = compare_run.run_scenario, []
+
+    def leg(sc, out, **kw):
+        calls.append((sc.cell.kind, Path(out).name))
+        return real_run_scenario(compare_run.twin_of(sc) if sc.cell.kind == "real" else sc, out, **kw)
+
+    monkeypatch.setattr(compare_run, "run_scenario", leg)
+    sc = load_scenario(SCENARIO, ["run.duration_s=600"])
+    c = compare_run.compare(sc, tmp_path / "c", fit=False, progress=None)
+    assert calls == [("real", "real"), ("twin", "model")]
+    assert c.real.path == tmp_path / "c" / "real" and c.model.path == tmp_path / "c" / "model"
+    body = json.loads((tmp_path / "c" / "compare.json").read_text())
+    assert body["fit"] == {"fitted": False} and {m["metric"] for m in body["metrics"]} >= {"used CPU"}

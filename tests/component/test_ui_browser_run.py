@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(bool(ub.missing()), reason=ub.missing() or "brow
 def model_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ui-run") / "smoke-60"
     subprocess.run([sys.executable, "-m", "cellbed.cli.main", "run", "scenarios/smoke.toml", "--set", "cell.nodes=60",
-                    "--set", "run.duration_s=1200", "--out", str(out), "--quiet", "--no-report"],
+                    "--set", "run.duration_s=1200", "--out", str(out), "--quiet", "--no-report", "--explain", "all"],
                    cwd=REPO, check=True, capture_output=True, timeout=300)
     return out
 
@@ -94,16 +94,18 @@ def test_a_compare_folder_overlays_the_real_run_and_its_twin(page):
 
 
 def test_a_decision_explanation_opens(page, model_run):
-    # HOOK (explanations issue): runs will write decisions.jsonl; until then there is nothing to open.
-    if not (model_run / "decisions.jsonl").exists():
-        pytest.skip("model runs do not write decisions.jsonl yet (explanations issue); "
-                    "the page's hook is cellbed/ui/static/decisions.js")
+    """The run (made with --explain all) wrote decisions.jsonl: its SAN rounds are listed, and one
+    opens as its explanation (the trigger, the candidates and their scores)."""
+    import json
+    first = json.loads((model_run / "decisions.jsonl").read_text().splitlines()[0])
     from selenium.webdriver.common.by import By
     d, ui = page
     d.get(ui.url.split("?")[0] + "#run/0")
     btn = ub.wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#run-decisions button[data-decision]"), 60, "a decision")
     key = btn[0].get_attribute("data-decision")
     btn[0].click()
-    ub.wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, f"#decision-detail .panel[data-decision='{key}']"), 30,
-            "the decision's explanation")
+    panel = ub.wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, f"#decision-detail .panel[data-decision='{key}']"),
+                    30, "the decision's explanation")
+    assert f"Why: decision {key}" in panel[0].text and "trigger" in panel[0].text
+    assert first["id"] in {b.get_attribute("data-decision") for b in btn}
     ub.screenshot(d, "decision-explanation")

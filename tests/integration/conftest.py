@@ -47,6 +47,34 @@ def cell2(state_root):
         cellmod.down("it", state_root)
 
 
+# One real run of scenarios/real-3host.toml, shared by the runner's tests and compare's (issue 27):
+# 20 simulated minutes at time compression 9 (133 s of wall time) on a 3-host cell of its own.
+REAL_3HOST_SETS = ["cell.subnet=10.231.51.0/24", "run.duration_s=1200", "workload.time_compression=9"]
+
+
+def set_args(sets: list[str]) -> list[str]:
+    return sum((["--set", s] for s in sets), [])
+
+
+@pytest.fixture(scope="session")
+def real_3host_run(tmp_path_factory):
+    """(run folder, (bridges, netns) before the run, (bridges, netns) right after it)."""
+    from cellbed.cli.main import main as cellctl
+    why = _can_run_cells()
+    if why:
+        pytest.fail(f"integration cell cannot run: {why}")
+    out = tmp_path_factory.mktemp("real") / "run"
+    before = (bridges(), netns())
+    cellctl(["run", os.path.join(REPO, "scenarios", "real-3host.toml"), "--out", str(out), "--quiet",
+             *set_args(REAL_3HOST_SETS)])
+    return out, before, (bridges(), netns())
+
+
+def bridges() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
+
+
 def host_pids(state_root: str, cell: str, host: str) -> dict:
     with open(os.path.join(state_root, cell, host, "pids.json")) as f:
         return json.load(f)

@@ -1,6 +1,9 @@
 """Issue 14, acceptance 4: `cellctl compare` on a short real-and-model pair. A 3-host real cell runs
-scenarios/real-3host.toml for 20 simulated minutes at time compression 9 (133 s of wall time); its
-model twin runs the same VMs; the comparison writes its table and overlay plots.
+scenarios/real-3host.toml for 20 simulated minutes at time compression 9 (133 s of wall time): the
+session's real run (conftest.real_3host_run, which the real runner's tests read too), handed to
+compare with --real-from, as a user compares a run made earlier; its model twin runs the same VMs;
+the comparison writes its table and overlay plots. That compare makes the real run itself when
+--real-from is not given is tests/unit (compare's flow with a fake runner).
 
 What is asserted is what must hold on any box: the twin ran exactly the real runner's VMs; the
 real run measured its guests (vms.csv) and SAN rounds (san.csv); the fitted guest overhead is
@@ -17,30 +20,26 @@ from matplotlib.image import imread
 from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run
 from cellbed.experiment.compare.plots import PLOTS
-from tests.integration.conftest import _can_run_cells, netns
+from tests.integration.conftest import REAL_3HOST_SETS, netns, set_args
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-SUBNET = "10.231.34.0/24"
-SETS = ["cell.subnet=" + SUBNET, "run.duration_s=1200", "workload.time_compression=9"]
+SETS = REAL_3HOST_SETS
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory):
-    why = _can_run_cells()
-    if why:
-        pytest.fail(f"integration cell cannot run: {why}")
+def compared(real_3host_run, tmp_path_factory):
+    real, before, _ = real_3host_run
     out = tmp_path_factory.mktemp("cmp") / "c"
-    before = netns()
     cellctl(["compare", str(REPO / "scenarios" / "real-3host.toml"), "--out", str(out), "--quiet",
-             *sum((["--set", s] for s in SETS), [])])
-    return out, before
+             "--real-from", str(real), *set_args(SETS)])
+    return out, real, before
 
 
 def test_compare_writes_its_table_and_plots(compared):
-    out, before = compared
-    assert netns() == before                            # the real cell is gone again
+    out, _, before = compared
+    assert netns() == before[1]                         # the real cell is gone again
     body = json.loads((out / "compare.json").read_text())
     names = {m["metric"] for m in body["metrics"]}
     assert {"overloaded share", "PA share", "DA share", "used CPU", "used memory", "migrations started",
@@ -55,8 +54,8 @@ def test_compare_writes_its_table_and_plots(compared):
 
 
 def test_the_twin_ran_the_real_runners_vms(compared):
-    out, _ = compared
-    real, model = load_run(out / "real"), load_run(out / "model")
+    out, real_dir, _ = compared
+    real, model = load_run(real_dir), load_run(out / "model")
     assert real.completed["ok"] and model.completed["ok"]
     rt, mt = real.completed["tasks"], model.completed["tasks"]
     for k in ("added", "vms_created", "not_vm_short", "not_vm_fraction", "not_vm_box_full"):
@@ -71,16 +70,16 @@ def test_the_twin_ran_the_real_runners_vms(compared):
 
 
 def test_the_fitted_twin_sees_the_guests_real_cost(compared, tmp_path):
-    out, _ = compared
+    out, real_dir, _ = compared
     body = json.loads((out / "compare.json").read_text())
     g = body["guest_overhead"]
     assert g["mem_base_mib"] > 40 and g["boot_s"] > 0, g        # QEMU under TCG: more than the guest's RAM
     assert body["fit"]["booted_samples"] >= 10
-    assert (out / "real" / "vms.csv").read_text().count("\n") > 20
-    assert (out / "real" / "san.csv").is_file()
+    assert (real_dir / "vms.csv").read_text().count("\n") > 20
+    assert (real_dir / "san.csv").is_file()
     plain = tmp_path / "plain"
     cellctl(["compare", str(REPO / "scenarios" / "real-3host.toml"), "--out", str(plain), "--quiet", "--no-fit",
-             "--real-from", str(out / "real"), *sum((["--set", s] for s in SETS), [])])
+             "--real-from", str(real_dir), *set_args(SETS)])
     mem = {d: next(m for m in json.loads((d / "compare.json").read_text())["metrics"] if m["metric"] == "used memory")
            for d in (out, plain)}
     assert mem[plain]["real"] == mem[out]["real"]
@@ -88,10 +87,10 @@ def test_the_fitted_twin_sees_the_guests_real_cost(compared, tmp_path):
 
 
 def test_real_from_refuses_another_scenario(compared, tmp_path, capsys):
-    out, _ = compared
+    _, real_dir, _ = compared
     with pytest.raises(SystemExit) as e:
         cellctl(["compare", str(REPO / "scenarios" / "real-3host.toml"), "--out", str(tmp_path / "x"),
-                 "--real-from", str(out / "real"), "--set", "run.seed=2", *sum((["--set", s] for s in SETS), [])])
+                 "--real-from", str(real_dir), "--set", "run.seed=2", *set_args(SETS)])
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "scenario differs" in err and "run" in err and len(err.strip().splitlines()) == 1

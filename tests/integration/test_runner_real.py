@@ -1,12 +1,12 @@
 """Issue 5, acceptance 3: `cellctl run` on a real 3-host cell driven by the generator ends with
 run_completed and a report whose plots are not empty; the cell it brought up is gone afterwards.
 
-CI runs scenarios/real-3host.toml shortened with scenario knobs: 30 simulated minutes at time
-compression 9 (200 s of wall time instead of 10 minutes; CI's budget is 90 min in total). The
+CI runs scenarios/real-3host.toml shortened with scenario knobs: 20 simulated minutes at time
+compression 9 (133 s of wall time instead of 10 minutes), once per session: the same run is the
+real half of compare's tests (tests/integration/test_compare.py, through --real-from). The
 full 10-minute run is `sudo cellctl run scenarios/real-3host.toml` (see docs/results/real-3host.md).
 """
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,6 @@ import pytest
 
 from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run
-from tests.integration.conftest import _can_run_cells, netns
 
 pytestmark = pytest.mark.integration
 
@@ -22,26 +21,14 @@ REPO = Path(__file__).resolve().parents[2]
 SUBNET = "10.231.51.0/24"
 
 
-def bridges() -> set[str]:
-    out = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True).stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
-
-
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory):
-    why = _can_run_cells()
-    if why:
-        pytest.fail(f"integration cell cannot run: {why}")
-    out = tmp_path_factory.mktemp("real") / "run"
-    before = (bridges(), netns())
-    cellctl(["run", str(REPO / "scenarios" / "real-3host.toml"), "--out", str(out), "--quiet",
-             "--set", f"cell.subnet={SUBNET}", "--set", "run.duration_s=1800",
-             "--set", "workload.time_compression=9"])
-    return out, before
+@pytest.fixture
+def real_run(real_3host_run):
+    """The session's real run (conftest.real_3host_run), which compare's tests read too."""
+    return real_3host_run
 
 
 def test_real_run_completes_with_a_report(real_run):
-    out, _ = real_run
+    out = real_run[0]
     run = load_run(out)                                   # refuses a folder without run_completed
     done = run.completed
     assert done["kind"] == "run_completed" and done["driver"] == "real"
@@ -53,7 +40,7 @@ def test_real_run_completes_with_a_report(real_run):
     events = [json.loads(x)["kind"] for x in (out / "events.jsonl").read_text().splitlines()]
     assert events[:2] == ["run_started", "cell_up"] and events[-1] == "run_completed"
     # one tick per simulated minute, over the 3 hosts, with guests running
-    assert list(run.ticks["t_s"]) == [60.0 * k for k in range(1, 31)]
+    assert list(run.ticks["t_s"]) == [60.0 * k for k in range(1, 21)]
     assert (run.ticks["nodes"] == 3).all()
     assert run.ticks["tasks_running"].max() >= 3
     assert run.ticks["used_cpu"].max() > 0.0 and run.ticks["used_mem"].max() > 0.0
@@ -71,7 +58,7 @@ def test_real_run_completes_with_a_report(real_run):
 
 def test_report_plots_are_not_empty(real_run):
     from matplotlib.image import imread
-    out, _ = real_run
+    out = real_run[0]
     assert "![ASR over time](asr.png)" in (out / "report.md").read_text()
     for name in ("asr.png", "overloaded.png", "migrations.png", "alloc_cdf.png"):
         img = imread(out / name)
@@ -82,8 +69,8 @@ def test_report_plots_are_not_empty(real_run):
 
 
 def test_the_cell_is_torn_down(real_run):
-    out, (br0, ns0) = real_run
+    out, (br0, ns0), (br1, ns1) = real_run
     name = load_run(out).manifest["extra"]["real_cell"]["name"]
-    assert f"cb{name}br" not in bridges() and bridges() <= br0 | bridges()
-    assert not {n for n in netns() if n.startswith(f"cb-{name}-")}
+    assert f"cb{name}br" not in br1 and br1 <= br0          # right after the run: its bridge is gone,
+    assert not {n for n in ns1 if n.startswith(f"cb-{name}-")} and ns1 <= ns0     # and its namespaces
     assert (out / "cell-logs").is_dir()
