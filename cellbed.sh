@@ -145,7 +145,8 @@ ui_assets_setup() {
 # (--dist loadfile: a file's module fixtures stay in one process). Tier 2 is the integration tests
 # (real cells: namespaces, libvirtd, TCG guests), serially, since the guests load both cores and
 # the tests measure them. `test` runs both and fails if either fails; `test --quick` runs tier 1
-# only; `test ARGS...` (a path, -k, -m ...) hands ARGS to one serial pytest, as before.
+# without the tests marked slow (minutes of CPU: the scale equivalence, the 500-host MASB run, the
+# RPC fuzz); `test ARGS...` (a path, -k, -m ...) hands ARGS to one serial pytest, as before.
 run_tests() {
   local py="$VENV/bin/python" quick=0 rc1=0 rc2=0 t0 t1 args=()
   for a in "$@"; do
@@ -153,13 +154,15 @@ run_tests() {
   done
   if [ ${#args[@]} -gt 0 ]; then
     if [ $quick = 1 ]; then
-      exec "$py" -m pytest -ra -m "not integration" -n 2 --dist loadfile "${args[@]}"
+      exec "$py" -m pytest -ra -m "not integration and not slow" -n 2 --dist loadfile "${args[@]}"
     fi
     exec "$py" -m pytest -ra "${args[@]}"
   fi
   t0=$(date +%s)
-  say "Tier 1: unit and component tests (no cell, no VM), 2 workers"
-  "$py" -m pytest -ra -m "not integration" -n 2 --dist loadfile || rc1=$?
+  local tier1="not integration"
+  if [ $quick = 1 ]; then tier1="not integration and not slow"; fi
+  say "Tier 1: unit and component tests (no cell, no VM: -m '$tier1'), 2 workers"
+  "$py" -m pytest -ra -m "$tier1" -n 2 --dist loadfile || rc1=$?
   t1=$(date +%s)
   say "Tier 1: exit $rc1 in $((t1 - t0)) s"
   if [ $quick = 1 ]; then return $rc1; fi

@@ -117,35 +117,27 @@ class Requests:
         return resp
 
     async def launch(self, req: meghapb.LaunchRequest) -> meghapb.PlacementResponse:
-        def fn():
-            dup = self._duplicate(req.task.name)
-            if dup is not None:
-                return dup
-            g, h = self._indices(req.gm, req.host)
-            cpu, mem = task_request(req.task)
-            self._counters["launch_requests"] += 1
-            try:
-                self._validate(INTERNAL, h, g, cpu, mem, wire.constraints_from_pb(req.task.constraints))
-            except Refusal as r:
-                return self._refuse(r)
-            self._counters["launches"] += 1
-            return self._accept(req, h, g, logical=False)
-        return await self._serial(req, fn)
+        """A GM's placement in its own partition, validated on the true state."""
+        return await self._placement(req, INTERNAL, ("launch_requests", "launches"), logical=False)
 
     async def repartition(self, req: meghapb.RepartitionRequest) -> meghapb.PlacementResponse:
+        """A GM's placement in another GM's partition (a logical node), validated the same way."""
+        return await self._placement(req, EXTERNAL, ("repartition_requests", "repartitions"), logical=True)
+
+    async def _placement(self, req, scope, counters: tuple[str, str], logical: bool) -> meghapb.PlacementResponse:
         def fn():
             dup = self._duplicate(req.task.name)
             if dup is not None:
                 return dup
             g, h = self._indices(req.gm, req.host)
             cpu, mem = task_request(req.task)
-            self._counters["repartition_requests"] += 1
+            self._counters[counters[0]] += 1
             try:
-                self._validate(EXTERNAL, h, g, cpu, mem, wire.constraints_from_pb(req.task.constraints))
+                self._validate(scope, h, g, cpu, mem, wire.constraints_from_pb(req.task.constraints))
             except Refusal as r:
                 return self._refuse(r)
-            self._counters["repartitions"] += 1
-            return self._accept(req, h, g, logical=True)
+            self._counters[counters[1]] += 1
+            return self._accept(req, h, g, logical=logical)
         return await self._serial(req, fn)
 
     async def preempt(self, req: meghapb.PreemptRequest) -> meghapb.PlacementResponse:

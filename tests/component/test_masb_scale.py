@@ -3,10 +3,13 @@ virtual time with overload injected at 30 min; SAN drives overloaded hosts to â‰
 is lost or duplicated, and the negotiation statistics are reported (printed with -s)."""
 import time
 
+import pytest
+
 from cellbed.model.cell import ModelCell, ModelCellParams
 from cellbed.runtime import run_virtual
 
 
+@pytest.mark.slow          # 500 hosts for two simulated hours: the full suite, not --quick
 def test_500_hosts_two_hours_overload_is_shed_without_losing_tasks():
     p = ModelCellParams(nodes=500, duration_s=7200, seed=11, overload_share=0.1, overload_factor=2.0,
                         overload_at_s=1800)

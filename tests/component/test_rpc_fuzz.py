@@ -32,7 +32,8 @@ from tests.component.fuzz_cell import (POOL, REPORT, SERVICES, TEMPLATES, FuzzCe
                                        good_broker, good_call, good_gm, methods, run, target)
 from tests.component.fuzz_pb import edges, messages
 
-pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+pytestmark = [pytest.mark.filterwarnings("ignore:Generating overly large repr"),
+              pytest.mark.slow]       # minutes of CPU: the full suite, not --quick
 EXAMPLES = 200
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None, print_blob=False,
                 suppress_health_check=list(HealthCheck))

@@ -18,7 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 async def test_sigterm_stops_a_model_run_with_run_failed(tmp_path):
     out = tmp_path / "run"
     p = subprocess.Popen([sys.executable, "-m", "cellbed.cli.main", "run", os.path.join(REPO, "scenarios", "smoke.toml"),
-                          "--set", "cell.nodes=1500", "--set", "run.duration_s=86400", "--out", str(out), "--quiet",
+                          "--set", "cell.nodes=500", "--set", "run.duration_s=86400", "--out", str(out), "--quiet",
                           "--no-report"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         async def ticking():
@@ -33,7 +33,7 @@ async def test_sigterm_stops_a_model_run_with_run_failed(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
-    print(f"\nSIGTERM -> exit: {stopped_s:.2f} s (1500 nodes)")
+    print(f"\nSIGTERM -> exit: {stopped_s:.2f} s (500 nodes)")
     assert p.returncode == 128 + signal.SIGTERM, err
     events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
     assert events[-1]["kind"] == "run_failed" and "signal 15" in events[-1]["detail"]

@@ -41,6 +41,8 @@ from cellbed.experiment.scenario.file import load_scenario
 from cellbed.model.cell import ModelCell
 from cellbed.runtime.clock import run_virtual
 
+pytestmark = pytest.mark.slow       # six 2,000-node runs: the full suite, not --quick
+
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "scenarios" / "masb-table3-masb.toml"
 SEEDS = (1, 2, 3)

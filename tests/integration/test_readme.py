@@ -29,7 +29,7 @@ from tests.integration.conftest import REPO, _can_run_cells
 pytestmark = pytest.mark.integration
 
 CELLCTL = os.path.join(REPO, ".venv", "bin", "cellctl")
-CHECKOUT_DIRS = ("scenarios", "sweeps", "docs")
+CHECKOUT_DIRS = ("scenarios", "sweeps", "docs", "examples")
 
 
 def shape(x):

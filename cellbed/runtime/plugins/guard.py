@@ -122,8 +122,10 @@ class StagePolicy:
                 if watched:
                     w.leave()
         except PolicyTimeout:
+            self.acc.add(time.perf_counter_ns() - t0, 0)        # a call, counted and timed like any other
             self._fail(args, f"did not answer within its budget of {self.budget_ns / 1e6:g} ms (interrupted)")
         except (Exception, SystemExit) as e:
+            self.acc.add(time.perf_counter_ns() - t0, 0)
             self._fail(args, f"raised {type(e).__name__}: {_one_line(e)}")
         dt = time.perf_counter_ns() - t0
         try:

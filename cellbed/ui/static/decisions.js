@@ -1,8 +1,7 @@
-// HOOK for the explanations issue: decisions.jsonl in a results folder holds one JSON object per
-// sampled decision, with an "id". Until that issue fixes the format, a migration is linked to the
-// decision whose id (or san_id, or migration field) equals the migration's SAN id, and a decision
-// is shown generically: its numbers as a list, each list of objects (candidate scores, each
-// target's answer) as a table. When the format lands, give it its own rendering here.
+// The decisions of a run (decisions.jsonl: one JSON object per sampled decision, with an "id"; the
+// explanations of cellbed/runtime/explain.py). A migration is linked to the decision whose id (or
+// san_id) equals the migration's SAN id. A decision is rendered from its own structure: its numbers
+// as a list, each list of objects (the candidates and their scores, each target's answer) as a table.
 import { el, api, table, fmt } from "./util.js";
 
 const LINK_FIELDS = ["id", "san_id", "migration"];
