@@ -6,8 +6,9 @@ minutes) with every stage call timed (as every run is) and with the timing switc
 (``PolicyEnv.timed = False``: the policies are still called through their guards, only the two
 clock reads and the table update go), in alternation, each in a process of its own, and prints
 the CPU seconds of the run itself (the model cell's ``cpu_s``, imports and setup excluded) and the
-ratio timed / untimed pair by pair, with its median. These machines are shared and noisy: quote
-the median ratio.
+ratio timed / untimed pair by pair, with its median; then what timing adds to one call, measured
+alone, times the run's stage calls, as a share of its CPU time. These machines are shared and
+noisy: the pairs' ratios spread by several per cent either way, far more than timing costs.
 
     .venv/bin/python scripts/bench_policy_overhead.py --pairs 5
     .venv/bin/python scripts/bench_policy_overhead.py --nodes 2000 --minutes 10 --pairs 7 --json out.json
@@ -39,6 +40,29 @@ def child(mode: str, nodes: int, minutes: float, seed: int) -> None:
         calls = sum(a.calls for a in drv.book.env.stats.accs.values())
     print(json.dumps({"mode": mode, "cpu_s": res.summary["cpu_s"], "wall_s": res.summary["wall_s"],
                       "stage_calls_timed": calls}))
+
+
+def per_call_ns(n: int = 1_000_000, repeat: int = 5) -> float:
+    """What timing adds to one stage call, measured alone: the two clock reads and the table update
+    of the guard's timed path (cellbed/runtime/plugins/guard.py) around a trivial policy, minus the
+    bare call; the best of *repeat* rounds of *n* calls. Multiplied by a run's stage calls and set
+    against its CPU time, it bounds the overhead far below the run-to-run noise of the A/B pairs."""
+    import time
+    import timeit
+    from cellbed.runtime.plugins.stats import Acc
+    acc, pc, fn = Acc(), time.perf_counter_ns, (lambda: None)
+
+    def timed():
+        t0 = pc()
+        out = fn()
+        acc.add(pc() - t0, 3)
+        return out
+
+    def bare():
+        return fn()
+    t1 = min(timeit.repeat(timed, number=n, repeat=repeat)) / n * 1e9
+    t0 = min(timeit.repeat(bare, number=n, repeat=repeat)) / n * 1e9
+    return t1 - t0
 
 
 def one(mode: str, args) -> dict:
@@ -76,9 +100,14 @@ def main() -> None:
     print(f"\n{args.nodes} nodes, {args.minutes:g} simulated min, {args.pairs} pairs: timing overhead median "
           f"{(med - 1) * 100:+.2f} % (ratio min {min(ratios):.4f}, median {med:.4f}, max {max(ratios):.4f}); "
           f"goal <= 3 %")
+    ns, calls = per_call_ns(), rows[0]["stage_calls"]
+    base = statistics.median(r["untimed_cpu_s"] for r in rows)
+    print(f"timing per stage call, measured alone: {ns:.0f} ns; x {calls:,} calls = {ns * calls / 1e6:.1f} ms "
+          f"of the untimed run's median {base:.2f} CPU s = {ns * calls / 1e9 / base * 100:.3f} % (the pairs' "
+          f"spread, {(min(ratios) - 1) * 100:+.1f} % to {(max(ratios) - 1) * 100:+.1f} %, is the box's noise)")
     if args.json:
         Path(args.json).write_text(json.dumps({"nodes": args.nodes, "minutes": args.minutes, "pairs": rows,
-                                               "median_ratio": med}, indent=1) + "\n")
+                                               "median_ratio": med, "per_call_ns": ns}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

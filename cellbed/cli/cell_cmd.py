@@ -22,7 +22,7 @@ def cmd_cell_up(args) -> None:
                     host_cpus=args.host_cpus, host_mem_mib=args.host_mem_mib, root=args.state_root,
                     monitor_period_s=args.monitor_period_s, ssh=args.ssh or args.bare, bare=args.bare,
                     san=_san_overrides(args.san_set) if args.san else None, megha=_megha_options(args),
-                    insecure=args.insecure, policy=table_from_items(args.policy))
+                    insecure=args.insecure, policy=table_from_items(args.policy), explain=args.explain)
     if st.get("insecure"):
         print("cellctl: WARNING: cell is INSECURE: plaintext, unauthenticated gRPC, MQTT and libvirt; anyone who "
               "reaches its subnet can start, stop and migrate VMs", file=sys.stderr)

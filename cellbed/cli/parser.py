@@ -130,6 +130,8 @@ def _cell(sub, handler: Handler) -> None:
     p.add_argument("--gms", type=int_in(1, 8), default=1, help="with --megha: Global Masters")
     p.add_argument("--lms", type=int_in(1, 32), default=1, help="with --megha: Local Masters (at most one per host)")
     p.add_argument("--standby", action="store_true", help="with --megha: a standby instance for every LM")
+    p.add_argument("--explain", type=explain_share, default=0.01, metavar="all|SHARE",
+                   help="the share of SAN rounds and Megha placements the agents explain (default 1 %%)")
     p.add_argument("--insecure", action="store_true",
                    help="no CA: plaintext, unauthenticated gRPC, MQTT and libvirt (isolated boxes only)")
     p.set_defaults(fn=handler("cell_cmd", "cmd_cell_up"))

@@ -1,9 +1,10 @@
-"""Why this host (issue 29, acceptance 1, on model cells; tests/integration/test_explain_cell.py on a
-real --san cell): an explained SAN round lists the broker's candidates with their scores, each
-target's answer with its numbers, the final order and the view's age, and the target chosen is the
-first one of that order that step 5 did not find refused (checked against the explanation
-itself); an explained Megha placement lists the GM's match (the hosts offered on its view, the one
-chosen) and the LM's verdict."""
+"""Why this host (issue 29, acceptance 1, on model cells; on real cells: a SAN round of a 3-host
+--san cell in tests/integration/test_masb_cell.py, a Megha placement in test_megha_cell_up.py): an
+explained SAN round lists the broker's candidates with their scores, each target's answer with its
+numbers, the final order and the view's age, and the target chosen is the first one of that order
+that step 5 did not find refused (checked against the explanation itself); an explained Megha
+placement lists the GM's match (the hosts offered on its view, the one chosen) and the LM's
+verdict."""
 from __future__ import annotations
 
 import json
@@ -66,6 +67,12 @@ def test_a_model_san_round_is_explained(tmp_path, capsys):
     cellctl(["explain", str(out), d["id"]])
     text = capsys.readouterr().out
     assert f"decision {d['id']} (san)" in text and f"chosen {d['chosen']}" in text and "| candidate | score |" in text
+    # an unknown id, and a folder without explanations: exit 2, one line naming what is missing
+    for args, words in (([str(out), "h1-999-ffffff"], "h1-999-ffffff"), ([str(tmp_path), d["id"]], "decisions.jsonl")):
+        with pytest.raises(SystemExit) as e:
+            cellctl(["explain", *args])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_a_model_megha_placement_is_explained(tmp_path):

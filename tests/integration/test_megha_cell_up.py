@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import glob
 import os
 import signal
 import subprocess
@@ -85,7 +86,7 @@ async def test_cell_up_megha_starts_supervised_gms_and_lms(megha_cell):
     ctl = megha_cell
     r = await ctl.run("cell", "up", "--hosts", "4", "--subnet", SUBNET, "--host-cpus", "0.4", "--host-mem-mib", "512",
                       "--monitor-period-s", "2", "--san", "--san-set", "boot_grace_s=60",
-                      "--megha", "--gms", "2", "--lms", "2", timeout=900)
+                      "--megha", "--gms", "2", "--lms", "2", "--explain", "all", timeout=900)
     assert r.returncode == 0, r.stderr
     assert "megha: gm1 10.231.14.1:50071, gm2 10.231.14.1:50072" in r.stdout, r.stdout
     st = cellmod.load_state(CELL, ctl.state_root)
@@ -120,6 +121,17 @@ async def test_submit_right_after_up_with_no_flags_places_a_vm_through_a_gm_and_
     assert a["attempts"] >= 1 and a["boot_ms"] > 0
     text = await ctl.run("task", "mt1")
     assert text.returncode == 0 and "RUNNING on " + p["host"] in text.stdout and "allocation time" in text.stdout, text
+    # why that host (issue 29): gm1's explanation of the placement, as the real GM wrote it
+    found = glob.glob(os.path.join(cellmod.state_dir(CELL, ctl.state_root), "**", "decisions-gm1.jsonl"),
+                      recursive=True)
+    assert len(found) == 1, found
+    [d] = [x for x in map(json.loads, open(found[0]).read().splitlines())
+           if x.get("task") == "mt1" and x["outcome"] == "placed"]     # one record per attempt: the one that placed
+    assert d["kind"] == "megha" and d["chosen"] == p["host"], d
+    last = d["matches"][-1]                              # the GM's match on its view, then the LM's verdict
+    assert last["chosen"] == p["host"] and last["lm"] == p["lm"] and last["offered"] >= 1
+    assert d["verdicts"][-1]["result"] == "ok" and d["verdicts"][-1]["host"] == p["host"]
+    assert d["view_age_s"] is not None and d["view_age_s"] >= 0 and d["messages"] == 2 * len(d["verdicts"])
     other = await ctl.json("submit", "--cpu", "0.1", "--mem", "128", "--name", "mt2", "--user", "user2")
     assert other["state"] == "TASK_STATE_RUNNING" and other["gm"] == "gm2", other
     status = await ctl.json("cell", "status")
