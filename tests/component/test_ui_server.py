@@ -11,6 +11,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.conftest import wait_until
+
 from cellbed.runtime.authz import Security
 from cellbed.runtime.pki import CellCA
 from cellbed.ui.live import LiveCell
@@ -192,8 +194,9 @@ async def test_live_view_pushes_a_migration_in_flight_then_succeeded():
                 seen = await sse_events(resp, lambda k, d: k == "host" and d["host"] == "h1" and d["vms"])
                 assert seen[0][0] == "snapshot" and set(seen[0][1]["hosts"]) == {"h1", "h2"}
                 assert [v["name"] for v in seen[-1][1]["vms"]] == ["v1"]
-                while not (h1.watchers and h2.watchers):        # both event streams are open
-                    await asyncio.sleep(0.05)
+                async def watching():                           # both event streams are open
+                    return bool(h1.watchers and h2.watchers)
+                await wait_until(watching, 30, "the UI's WatchEvents streams to both stand-in daemons", 0.05)
                 h1.emit(npb.EVENT_KIND_MIGRATION_STARTED, "v1", "m-1 -> h2")
                 h1.emit(npb.EVENT_KIND_MIGRATION_PROGRESS, "v1", progress=npb.MigrationProgress(
                     migration_id="m-1", vm="v1", data_processed_bytes=64 << 20, data_remaining_bytes=32 << 20,
