@@ -21,12 +21,15 @@ CELL, SUBNET = "ui3", "10.231.61.0/24"
 
 @pytest.fixture(scope="module")
 def cell(state_root):
+    """SAN's own overload trigger is off, so the operator's round below is the only one: on TCG a
+    guest measures up to a full core while it boots, h1 (0.6 cores) then reads as overloaded, and
+    its automatic round for uisan made NegotiateTask answer "already being negotiated" (a CI run)."""
     why = _can_run_cells() or ub.missing()
     if why:
         pytest.fail(f"the UI's SAN test cannot run: {why}")
     try:
         st = cellmod.up(CELL, 3, subnet=SUBNET, host_cpus=[0.6], host_mem_mib=[1024], root=state_root,
-                        monitor_period_s=1.0, san={"report_period_s": 1.0, "window_s": 5.0})
+                        monitor_period_s=1.0, san={"enabled": False, "report_period_s": 1.0, "window_s": 5.0})
     except BaseException:
         cellmod.down(CELL, state_root)
         raise
