@@ -125,7 +125,7 @@ def _count_initial(counter: dict, sias_load: str = "requested") -> None:
 
 
 def run_one(cid: str, seed: int, nodes: int, hours: float) -> Path:
-    from cellbed.experiment.runner import model_cell_params, workload_events
+    from cellbed.experiment.model import model_cell_params, workload_events
     from cellbed.experiment.scenario.file import load_scenario
     from cellbed.model.cell import ModelCell
     from cellbed.runtime.clock import run_virtual

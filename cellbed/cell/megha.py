@@ -66,6 +66,7 @@ class MeghaPlan:
     gms: tuple[str, ...]
     lms: tuple[LmPlan, ...]
     users: tuple[tuple[str, str], ...]        # (user, gm)
+    update_period_s: float = LM_PARAMS["update_period_s"]    # LM -> GM state updates, wall s
 
     def ports(self) -> dict[str, int]:
         """Every agent and its port, LM instances first (the order they are started in)."""
@@ -93,10 +94,12 @@ def _int(field: str, v, lo: int, hi: int) -> int:
 
 
 def plan(megha: dict, hosts: list[str], *, bare: bool = False) -> MeghaPlan:
-    """Check the --megha options ({"gms", "lms", "standby"}) against the cell's *hosts*."""
-    unknown = sorted(set(megha) - {"gms", "lms", "standby"})
+    """Check the --megha options ({"gms", "lms", "standby", "update_period_s"}) against the cell's
+    *hosts*. update_period_s: how often each LM sends the GMs its state (the GMs' view's age; the
+    real runner sets the scenario's policy.megha.update_period_s in wall seconds)."""
+    unknown = sorted(set(megha) - {"gms", "lms", "standby", "update_period_s"})
     if unknown:
-        raise errors.InvalidArgument(f"megha option {unknown[0]!r}: allowed gms, lms, standby")
+        raise errors.InvalidArgument(f"megha option {unknown[0]!r}: allowed gms, lms, standby, update_period_s")
     if bare:
         raise errors.InvalidArgument("megha needs node daemons: bare hosts have none (drop --bare or --megha)")
     gms = _int("gms", megha.get("gms", 1), 1, MAX_GMS)
@@ -108,7 +111,11 @@ def plan(megha: dict, hosts: list[str], *, bare: bool = False) -> MeghaPlan:
     lm_plans = tuple(LmPlan(f"lm{j}", (f"lm{j}a", f"lm{j}b") if standby else (f"lm{j}a",), tuple(block))
                      for j, block in enumerate(partition(hosts, lms), start=1))
     users = tuple((DEFAULT_USER if i == 1 else f"user{i}", g) for i, g in enumerate(gm_names, start=1))
-    return MeghaPlan(gm_names, lm_plans, users)
+    period = megha.get("update_period_s", LM_PARAMS["update_period_s"])
+    if isinstance(period, bool) or not isinstance(period, (int, float)):
+        raise errors.InvalidArgument(f"update_period_s={period!r}: allowed a number of seconds 0.1..3600")
+    errors.check_range("update_period_s", float(period), 0.1, 3600, "s")
+    return MeghaPlan(gm_names, lm_plans, users, float(period))
 
 
 def _q(s: str) -> str:
@@ -147,7 +154,8 @@ def config_text(p: MeghaPlan, cell: str, bridge_address: str, hosts: dict[str, s
     for user, gm in p.users:
         lines += ["", "[[queue]]", f"user = {_q(user)}", f"share = {1.0 / len(p.users)!r}", f"gm = {_q(gm)}"]
     lines += ["", "[gm_params]"] + [f"{k} = {v!r}" for k, v in GM_PARAMS.items()]
-    lines += ["", "[lm_params]"] + [f"{k} = {v!r}" for k, v in LM_PARAMS.items()]
+    lm_params = {**LM_PARAMS, "update_period_s": p.update_period_s}
+    lines += ["", "[lm_params]"] + [f"{k} = {v!r}" for k, v in lm_params.items()]
     if policy:                    # the cell's [policy] table (cell up --policy): the masters' stages
         lines += ["", "[policy]"] + [f"{k} = {toml_value(v)}" for k, v in sorted(policy.items())]
     return "\n".join(lines) + "\n"

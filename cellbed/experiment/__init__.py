@@ -2,8 +2,9 @@
 
 The house has one room per capability, and the shared base beside them:
 
-* ``runner`` (``cellctl run``: a scenario on a model, real or twin cell), ``progress`` (its
-  progress bar), ``profiling`` (``--profile``) — the base;
+* ``runner`` (``cellctl run``: a scenario on a model, real or twin cell, dispatched to its
+  driver), ``model`` (the model-cell driver and the workload sources a twin shares), ``progress``
+  (its progress bar), ``profiling`` (``--profile``) — the base;
 * ``scenario/`` — the scenario TOML as typed, validated dataclasses, with ``--set key=value``
   overrides and the resolved manifest;
 * ``results/`` — :class:`ResultsWriter` (streams manifest.json, events.jsonl, ticks.csv,

@@ -15,7 +15,8 @@ import pytest
 from cellbed.controller.megha.workload import ArrivalConfig
 from cellbed.domain import errors
 from cellbed.experiment import load_run, load_scenario
-from cellbed.experiment.runner import jobs_workload, model_cell_params, run_scenario
+from cellbed.experiment.model import jobs_workload, model_cell_params
+from cellbed.experiment.runner import run_scenario
 from cellbed.experiment.sweep.plan import load_spec, plan_sweep
 from cellbed.model.megha import megha_cell, megha_users
 from cellbed.model.simulate import simulate

@@ -85,12 +85,22 @@ def test_every_agent_process_gets_its_own_metrics_port():
     ({"gms": "2"}, 4, "gms='2': allowed an integer 1..8"),
     ({"lms": True}, 4, "lms=True: allowed an integer 1..4"),
     ({"standby": "yes"}, 4, "standby='yes': allowed true or false"),
-    ({"gm": 2}, 4, "megha option 'gm': allowed gms, lms, standby"),
+    ({"gm": 2}, 4, "megha option 'gm': allowed gms, lms, standby, update_period_s"),
+    ({"update_period_s": 0.05}, 4, "update_period_s=0.05 s is out of range: allowed 0.1..3600 s"),
+    ({"update_period_s": "2"}, 4, "update_period_s='2': allowed a number of seconds 0.1..3600"),
 ])
 def test_bad_options_are_one_line_naming_the_field_and_the_range(opts, hosts, message):
     with pytest.raises(errors.InvalidArgument) as e:
         megha.plan(opts, HOSTS[:hosts])
     assert str(e.value) == message and "\n" not in str(e.value)
+
+
+def test_the_lms_update_period_reaches_the_controller_config():
+    """The real runner gives the scenario's policy.megha.update_period_s (wall s); the default is
+    the real cell's 2 s."""
+    cfg = lambda p: tomllib.loads(megha.config_text(p, "c", "10.0.0.1", {"h1": "10.0.0.11:1"}, "/s"))  # noqa: E731
+    assert cfg(megha.plan({"update_period_s": 4}, HOSTS[:1]))["lm_params"]["update_period_s"] == 4.0
+    assert cfg(megha.plan({}, HOSTS[:1]))["lm_params"]["update_period_s"] == megha.LM_PARAMS["update_period_s"] == 2.0
 
 
 def test_bare_hosts_have_no_node_daemons_for_megha():

@@ -31,9 +31,8 @@ from cellbed.experiment.compare import plots as compare_plots, table as ct
 from cellbed.experiment.twin import fit as twin_fit
 from cellbed.experiment.results.files import SANS, VMS
 from cellbed.experiment.results.reader import Run, load_run
-from cellbed.experiment.runner import run_scenario
+from cellbed.experiment.runner import driver_for, run_scenario
 from cellbed.experiment.scenario.file import Scenario
-from cellbed.experiment.twin.driver import TwinDriver
 
 
 @dataclasses.dataclass
@@ -133,7 +132,7 @@ def compare(sc: Scenario, out: str | Path, *, real_from: str | Path | None = Non
         raise errors.InvalidArgument(f"cell.kind={sc.cell.kind!r}: cellctl compare takes a real-cell scenario "
                                      "(cell.kind = 'real'); its model twin is made from it")
     twin_sc = twin_of(sc)
-    twin_probe = TwinDriver(twin_sc)            # refuses what the twin cannot run before the real run starts
+    twin_probe = driver_for(twin_sc)            # refuses what the twin cannot run before the real run starts
     out = Path(out)
     if real_from is not None:
         real = load_run(real_from)
@@ -184,9 +183,12 @@ def markdown(c: Comparison) -> str:
     sc = c.real.manifest.get("scenario", {})
     cell = sc.get("cell", {})
     g = c.guest
+    jobs = c.real.manifest.get("extra", {}).get("real_cell", {}).get("jobs")
+    hosts = (", ".join(f"{h[0]:g} cores / {h[1]} MiB" for h in jobs["hosts"]) if jobs else
+             f"{cell.get('host_cpu_cores')} cores / {cell.get('host_mem_mib')} MiB each")
     lines = [f"# Real cell vs model twin: {c.real.name}", "",
-             f"{cell.get('hosts')} hosts of {cell.get('host_cpu_cores')} cores / {cell.get('host_mem_mib')} MiB, "
-             f"{sc.get('run', {}).get('duration_s', 0) / 60:.0f} simulated min at time compression "
+             f"{cell.get('hosts')} hosts ({hosts}), "
+             f"{c.real.completed.get('simulated_s', 0) / 60:.0f} simulated min at time compression "
              f"{sc.get('workload', {}).get('time_compression')}, seed {sc.get('run', {}).get('seed')}. "
              f"Real: `{c.real.path}`; model twin: `{c.model.path}`.", "",
              f"The twin's guests (fitted from `{c.fit_info.get('from', '—')}`): CPU {g.cpu_base_cores:g} + "

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from cellbed.experiment.report.summary import asr_shares, nan_mean
+from cellbed.experiment.report.summary import asr_shares, job_metrics_of, nan_mean
 from cellbed.experiment.results.reader import Run
 
 TOLERANCE = 0.10
@@ -88,7 +88,14 @@ def run_metrics(run: Run) -> dict[str, tuple[str, float]]:
     out["VMs placed"] = ("count", float(placed.sum()))
     out["allocation time p50"] = ("ms", _quantile(a["total_ms"][placed].astype(np.float64), 0.5))
     out["allocation time p90"] = ("ms", _quantile(a["total_ms"][placed].astype(np.float64), 0.9))
+    jobs = job_metrics_of(run)          # a jobs workload (tasks.csv): the reference architecture's metrics
+    for key, name, unit in JOB_METRICS if jobs else ():
+        out[name] = (unit, jobs[key])
     return out
+
+
+JOB_METRICS = (("jobs", "jobs finished", "count"), ("trt_mean_s", "TRT mean", "s"), ("trt_p95_s", "TRT p95", "s"),
+               ("jms_mean_s", "JMS mean", "s"), ("njsl_mean", "NJSL mean", "ratio"), ("jwt_mean_s", "JWT mean", "s"))
 
 
 def rows(real: dict[str, tuple[str, float]], model: dict[str, tuple[str, float]]) -> list[Row]:

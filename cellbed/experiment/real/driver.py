@@ -24,6 +24,11 @@ What it does, in wall-clock time (every ``*_s`` of the scenario is simulated tim
 
 At the end every VM the runner believes live must be on exactly one host (lost / duplicated
 are reported in ``run_completed``).
+
+With ``policy.frontend = "central"`` and ``workload.source = "jobs"`` (the reference
+architecture's experiment), the cell gets Megha's 1 GM × 1 LM instead of a broker, on hosts of the
+jobs' node classes (:mod:`.jobs_plan`), and :class:`~cellbed.experiment.real.jobs.RealJobsRun`
+submits the jobs' tasks to the GM, which places them with the scenario's T2 and R5 plugins.
 """
 from __future__ import annotations
 
@@ -45,6 +50,9 @@ from cellbed.domain import errors
 from cellbed.workload.realplan import ScaleDown
 from cellbed.experiment import policies
 from cellbed.experiment.policies import agent_key
+from cellbed.cell.megha import DEFAULT_USER
+from cellbed.experiment.real.jobs import RealJobsRun
+from cellbed.experiment.real.jobs_plan import jobs_plan
 from cellbed.experiment.real.policies import collect_now
 from cellbed.experiment.real.run import MAX_VM_MEM_MIB, RealRun
 from cellbed.experiment.results.files import DECISIONS
@@ -59,13 +67,24 @@ class RealCellDriver:
     kind = "real"
 
     def __init__(self, sc: Scenario) -> None:
-        if sc.policy.frontend not in ("masb", "bestfit"):
-            raise errors.FailedPrecondition(f"policy.frontend={sc.policy.frontend!r}: a real cell runs masb or bestfit")
+        if sc.policy.frontend not in ("masb", "bestfit", "central"):
+            raise errors.FailedPrecondition(f"policy.frontend={sc.policy.frontend!r}: a real cell runs masb, bestfit "
+                                            "or central")
+        if (sc.policy.frontend == "central") != (sc.workload.source == "jobs"):
+            raise errors.FailedPrecondition(
+                f"policy.frontend={sc.policy.frontend!r} with workload.source={sc.workload.source!r}: a real cell runs "
+                "the jobs workload through central (Megha's GM and LM), the GCD stream through masb or bestfit")
         self.sc = sc
         self.comp = sc.workload.time_compression
         self.use_broker = sc.policy.frontend == "masb"
         self.use_san = sc.policy.san.enabled
         self.name = "r" + "".join(random.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(5))
+        self.book = policy_book(sc.policy, "isolate")     # the runner's own stages (best fit); plugins checked now
+        self.policy = {**policy_table(sc.policy), "errors": "isolate"}     # every agent's [policy] table
+        self.jobs = jobs_plan(sc, (DEFAULT_USER,)) if sc.workload.source == "jobs" else None
+        if self.jobs is not None:
+            self.san_cfg, self.scale, self.gen_cfg = None, None, None
+            return
         self.gen_cfg = sc.generator_config()
         nodes = WorkloadGenerator(self.gen_cfg).nodes
         r = sc.workload.real
@@ -81,8 +100,6 @@ class RealCellDriver:
                 f"workload.real.max_vms_per_host={r.max_vms_per_host} guests of at least "
                 f"workload.real.min_vm_mem_mib={r.min_vm_mem_mib} MiB do not fit cell.host_mem_mib={c.host_mem_mib}")
         self.san_cfg = self._san_overrides() if (self.use_san or self.use_broker) else None
-        self.book = policy_book(sc.policy, "isolate")     # the runner's own stages (best fit); plugins checked now
-        self.policy = {**policy_table(sc.policy), "errors": "isolate"}     # every agent's [policy] table
 
     # -- manifest -------------------------------------------------------------------------
     def _san_overrides(self) -> dict[str, Any]:
@@ -99,6 +116,8 @@ class RealCellDriver:
                 "log_target_rate": 1.0 / s.scoring_log_every if s.scoring_log_every else 0.0}
 
     def stages(self) -> dict[str, str]:
+        if self.jobs is not None:
+            return {"T11": "none: hosts do not fail during a run", "B1": self._jobs_cell()}
         r = self.sc.workload.real
         return {
             "T11": "none: hosts do not fail during a run",
@@ -110,14 +129,30 @@ class RealCellDriver:
                    f"the scenario's parameters in wall-clock time"),
         }
 
+    def _jobs_cell(self) -> str:
+        j = self.jobs
+        hosts = ", ".join(f"{c:g} cores / {m} MiB" for c, m in j.hosts)
+        return (f"real single-box cell of {len(j.hosts)} namespace hosts ({hosts}), time compression {self.comp:g}; "
+                f"Megha with 1 GM × 1 LM places (LM updates every {self._update_wall_s():g} wall s); the jobs' "
+                f"tasks are idle VMs of ⌈request⌉ vCPUs, holding their request (memory × {j.mem_factor:g}, "
+                f"{min(j.arrivals.mem_mib)}–{max(j.arrivals.mem_mib)} MiB) for their duration from their start; "
+                "no job is constrained (real hosts carry no attributes)")
+
+    def _update_wall_s(self) -> float:
+        return self.sc.policy.megha.update_period_s / self.comp
+
     def extra(self) -> dict[str, Any]:
         c = self.sc.cell
-        return {"driver": self.kind, "real_cell": {
-            "name": self.name, "hosts": c.hosts, "subnet": c.subnet, "host_cpu_cores": c.host_cpu_cores,
-            "host_mem_mib": c.host_mem_mib, "accel": c.accel, "time_compression": self.comp,
-            "monitor_period_wall_s": self.sc.policy.san.monitor_period_s / self.comp,
-            "tick_wall_s": self.sc.run.tick_s / self.comp, "scale_down": dataclasses.asdict(self.scale),
-            "san": self.san_cfg, "broker": self.use_broker}}
+        cell = {"name": self.name, "hosts": c.hosts, "subnet": c.subnet, "accel": c.accel, "time_compression": self.comp,
+                "monitor_period_wall_s": self.sc.policy.san.monitor_period_s / self.comp,
+                "tick_wall_s": self.sc.run.tick_s / self.comp, "san": self.san_cfg, "broker": self.use_broker}
+        if self.jobs is None:
+            cell.update(host_cpu_cores=c.host_cpu_cores, host_mem_mib=c.host_mem_mib,
+                        scale_down=dataclasses.asdict(self.scale))
+        else:
+            cell["jobs"] = {"hosts": [list(h) for h in self.jobs.hosts], "mem_factor": self.jobs.mem_factor,
+                            "mem_mib": list(self.jobs.arrivals.mem_mib), "megha_update_wall_s": self._update_wall_s()}
+        return {"driver": self.kind, "real_cell": cell}
 
     # -- run ----------------------------------------------------------------------------------
     def run(self, w: ResultsWriter, progress) -> dict[str, Any]:
@@ -127,18 +162,21 @@ class RealCellDriver:
         removed: list[str] = []
         try:
             t0 = time.monotonic()
+            jobs = self.jobs
             try:
-                st = cellmod.up(self.name, c.hosts, accel=c.accel, subnet=c.subnet, host_cpus=[c.host_cpu_cores],
-                                host_mem_mib=[c.host_mem_mib], root=root,
+                st = cellmod.up(self.name, c.hosts, accel=c.accel, subnet=c.subnet,
+                                host_cpus=[h[0] for h in jobs.hosts] if jobs else [c.host_cpu_cores],
+                                host_mem_mib=[h[1] for h in jobs.hosts] if jobs else [c.host_mem_mib], root=root,
                                 monitor_period_s=self.sc.policy.san.monitor_period_s / self.comp, san=self.san_cfg,
                                 policy=self.policy, broker_params=broker_params(self.sc) if self.use_broker else None,
-                                explain=self.sc.run.explain)
+                                explain=self.sc.run.explain,
+                                megha={"gms": 1, "lms": 1, "update_period_s": self._update_wall_s()} if jobs else None)
             finally:
                 if st is None:
                     removed = cellmod.down(self.name, root)     # up records before it creates
             w.event(0.0, "cell_up", cell=self.name, up_wall_s=round(time.monotonic() - t0, 2), accel=st["accel"],
                     accel_reason=st.get("accel_reason", ""), hosts=sorted(st["hosts"]), broker=st.get("broker", ""))
-            summary = asyncio.run(RealRun(self, st, w, progress).main())
+            summary = asyncio.run((RealJobsRun if jobs else RealRun)(self, st, w, progress).main())
             return summary
         finally:
             if st is not None:

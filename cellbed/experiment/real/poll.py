@@ -42,7 +42,7 @@ class PollMixin:
 
     async def _tick(self, t_s: float | None = None, final: bool = False) -> None:
         if t_s is None:
-            t_s = self.sc.run.duration_s
+            t_s = self.end_s
             if t_s <= self.last_tick_s:
                 return
         hosts = list(self.hosts)
@@ -134,12 +134,16 @@ class PollMixin:
             quiet = quiet and not (st.migrations_in or st.migrations_out)
         return Reading(listed, leased, quiet)
 
+    async def _live(self) -> set[str]:
+        """The VMs the run believes are on some host now."""
+        return {n for n, v in self.vms.items() if v.state in ("running", "stopping")}
+
     async def _check(self) -> Census:
         """Where every VM is (census.py): read until two quiet readings agree or one is clean,
         for at most CHECK_BUDGET_S (then the last reading, with any VM in flight named)."""
-        live = {n for n, v in self.vms.items() if v.state in ("running", "stopping")}
         deadline, prev = time.monotonic() + CHECK_BUDGET_S, None
         while True:
+            live = await self._live()
             r = await self._reading()
             now = census(r, live)
             if settled(prev, now, r.quiet) or time.monotonic() > deadline:
@@ -153,7 +157,7 @@ class PollMixin:
         pend = sum(1 for v in self.vms.values() if v.state == "pending")
         st = list(self.host_state.values())
         return {
-            "ok": not lost and not dup, "driver": "real", "simulated_s": self.sc.run.duration_s,
+            "ok": not lost and not dup, "driver": "real", "simulated_s": self.end_s,
             "wall_s": round(wall, 3), "sim_min_per_wall_min": self.comp, "peak_rss_mib": round(peak_rss_mib(), 1),
             "daemon_rss_mib_max": round(max((s.daemon_rss_mib for s in st), default=0.0), 1),
             "nodes": len(self.hosts), "accel": self.st.get("accel"),

@@ -94,6 +94,7 @@ class RealRun(PollMixin):
         self.bg: set[asyncio.Task] = set()
         self.last = {"tasks": 0, "over": 0.0}
         self.last_tick_s = -math.inf
+        self.end_s = self.sc.run.duration_s     # the run's last simulated second (a jobs run may end sooner)
         self.rng = random.Random(self.sc.run.seed)      # for an allocation policy that draws
 
     # -- time -----------------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class RealRun(PollMixin):
             ticker = asyncio.ensure_future(self._ticker())
             try:
                 await self._drive(stream)
-                await self.sleep_until_sim(self.sc.run.duration_s)
+                await self._rest()
             finally:
                 ticker.cancel()
                 await asyncio.gather(ticker, return_exceptions=True)
@@ -159,6 +160,10 @@ class RealRun(PollMixin):
             for c in self.clients.values():
                 await c.close()
             await self.transport.close()
+
+    async def _rest(self) -> None:
+        """After the stream: the run lasts run.duration_s."""
+        await self.sleep_until_sim(self.sc.run.duration_s)
 
     async def _wait_ready(self) -> None:
         """Every node answers; with a broker, its cache holds every host (so placement can work)."""

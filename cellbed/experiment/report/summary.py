@@ -155,11 +155,11 @@ def summarize(run: Run, *, allocations: dict[str, np.ndarray] | None = None,
         alloc_mean_ms=float(tot.mean()) if tot.size else math.nan,
         alloc_p50_ms=float(pct[0]), alloc_p90_ms=float(pct[1]), alloc_p99_ms=float(pct[2]),
         alloc_p999_ms=float(pct[3]), part_median_ms=med, part_share=share,
-        jobs=_jobs(run, a), stage_us=_stage_us(run),
+        jobs=job_metrics_of(run), stage_us=_stage_us(run),
     )
 
 
-def _jobs(run: Run, a: dict[str, np.ndarray]) -> dict[str, float]:
+def job_metrics_of(run: Run) -> dict[str, float]:
     """The job metrics, when the run has its tasks' jobs and durations (a jobs workload's tasks.csv)."""
     path = Path(run.path) / TASKS
     if not path.exists():

@@ -143,16 +143,25 @@ class Scenario:
         if w.source == "generator":
             self.generator_config()  # validates [workload.generator] against the rest
         if w.source == "jobs":
-            if c.kind != "model" or p.frontend not in ("megha", "central", "sampling"):
-                raise InvalidArgument(f"workload.source='jobs' runs on a model cell with a Megha front-end (megha, "
-                                      f"central, sampling): got cell.kind={c.kind!r}, policy.frontend={p.frontend!r}")
-            n = sum(int(k) for k, _, _ in w.jobs.node_classes)
-            if w.jobs.node_classes and n != c.nodes:
-                raise InvalidArgument(f"workload.jobs.node_classes hold {n} nodes: cell.nodes must be {n} "
-                                      f"(got {c.nodes})")
+            self._check_jobs()
             if w.jobs.arrivals_s >= self.run.duration_s:
                 raise InvalidArgument(f"workload.jobs.arrivals_s={w.jobs.arrivals_s:g} must be < run.duration_s="
                                       f"{self.run.duration_s:g} (the rest of the run is the drain)")
+
+    def _check_jobs(self) -> None:
+        w, c, p = self.workload, self.cell, self.policy
+        model = c.kind == "model"
+        if not (model and p.frontend in ("megha", "central", "sampling")) and not (not model and p.frontend == "central"):
+            raise InvalidArgument(f"workload.source='jobs' runs on a model cell with a Megha front-end (megha, "
+                                  f"central, sampling), or on a real cell (and its twin) with policy.frontend = "
+                                  f"'central': got cell.kind={c.kind!r}, policy.frontend={p.frontend!r}")
+        n = sum(int(k) for k, _, _ in w.jobs.node_classes)
+        want, key = (c.nodes, "cell.nodes") if model else (c.hosts, "cell.hosts")
+        if w.jobs.node_classes and n != want:
+            raise InvalidArgument(f"workload.jobs.node_classes hold {n} nodes: {key} must be {n} (got {want})")
+        if not model and w.jobs.fill != 0.0:
+            raise InvalidArgument(f"workload.jobs.fill={w.jobs.fill:g}: a real cell starts empty (background tasks "
+                                  "are a model cell's warm start); set 0")
 
     # ------------------------------------------------------------------
     def generator_config(self) -> GeneratorConfig:
