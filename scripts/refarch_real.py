@@ -52,7 +52,7 @@ def table(root: Path) -> str:
                 r = got.get(m, {})
                 cells += [_fmt(r.get("real")), _fmt(r.get("model"))]
             lines.append(f"| {order.upper()}-{alloc.upper()} | " + " | ".join(cells) +
-                         f" | {real['summary']['tasks']['added']} | {real['summary']['wall_s']:.0f} |")
+                         f" | {real['tasks']['added']} | {real['wall_s']:.0f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -56,17 +56,23 @@ def set_args(sets: list[str]) -> list[str]:
     return sum((["--set", s] for s in sets), [])
 
 
-@pytest.fixture(scope="session")
-def real_3host_run(tmp_path_factory):
-    """(run folder, (bridges, netns) before the run, (bridges, netns) right after it)."""
+def cellctl_real(tmp_path_factory, command: str, scenario: str, sets: list[str]):
+    """`cellctl COMMAND SCENARIO --out DIR --quiet --set ...` of a real-cell scenario (failing the
+    test if cells cannot run here): (DIR, (bridges, netns) before it ran)."""
     from cellbed.cli.main import main as cellctl
     why = _can_run_cells()
     if why:
         pytest.fail(f"integration cell cannot run: {why}")
-    out = tmp_path_factory.mktemp("real") / "run"
+    out = tmp_path_factory.mktemp(command) / "out"
     before = (bridges(), netns())
-    cellctl(["run", os.path.join(REPO, "scenarios", "real-3host.toml"), "--out", str(out), "--quiet",
-             *set_args(REAL_3HOST_SETS)])
+    cellctl([command, os.path.join(REPO, "scenarios", scenario), "--out", str(out), "--quiet", *set_args(sets)])
+    return out, before
+
+
+@pytest.fixture(scope="session")
+def real_3host_run(tmp_path_factory):
+    """(run folder, (bridges, netns) before the run, (bridges, netns) right after it)."""
+    out, before = cellctl_real(tmp_path_factory, "run", "real-3host.toml", REAL_3HOST_SETS)
     return out, before, (bridges(), netns())
 
 

@@ -11,19 +11,14 @@ plugins, as the manifest says; the job metrics of both sides come from their own
 cell is gone afterwards."""
 import csv
 import json
-from pathlib import Path
-
 import pytest
 
-from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run
 from cellbed.experiment.report.summary import job_metrics_of
-from tests.integration.conftest import _can_run_cells, bridges, netns, set_args
+from tests.integration.conftest import bridges, cellctl_real, netns
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-SCENARIO = str(REPO / "scenarios" / "refarch-real.toml")
 # seed 6: 18 tasks in 8 jobs; 240 simulated s of arrivals at compression 4 = 60 wall s; tasks of
 # 80-240 simulated s (20-60 wall, longer than a TCG boot of 15-30 s, so the twin's boot time can be
 # fitted): the first three end at 30-33 wall s, the last task arrives at 57 s, so some are stopped
@@ -36,13 +31,7 @@ SETS = [f"{k}={v}" for k, v in {
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
-    why = _can_run_cells()
-    if why:
-        pytest.fail(f"integration cell cannot run: {why}")
-    out = tmp_path_factory.mktemp("refarch") / "c"
-    before = (bridges(), netns())
-    cellctl(["compare", SCENARIO, "--out", str(out), "--quiet", *set_args(SETS)])
-    return out, before
+    return cellctl_real(tmp_path_factory, "compare", "refarch-real.toml", SETS)
 
 
 def rows(path):
