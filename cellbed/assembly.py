@@ -157,11 +157,12 @@ class ModelHost:
 
 
 def model_config(host: str, cpu_cores: float, mem_mib: int, attributes: dict | None = None,
-                 monitor_period_s: float = 60.0, admission: str = "used", **kw) -> NodeConfig:
+                 monitor_period_s: float = 60.0, admission: str = "used", boot_timeout_s: float = 60.0,
+                 **kw) -> NodeConfig:
     """A model host's NodeConfig: no address, no state folder, no guest to poll."""
     return NodeConfig(host=host, address="", grpc_port=0, migration_uri_template="model://{host}",
                       cpu_cores=cpu_cores, mem_mib=mem_mib, accel="tcg", state_dir="", peers_file="",
-                      monitor_period_s=monitor_period_s, boot_timeout_s=60, verify_timeout_s=10,
+                      monitor_period_s=monitor_period_s, boot_timeout_s=boot_timeout_s, verify_timeout_s=10,
                       measure_dirty_rate=False, measure_daemon=False, poll_guests=False,
                       admission=admission, attributes=dict(attributes or {}), **kw).validate()
 

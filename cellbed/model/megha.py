@@ -149,7 +149,7 @@ class MeghaFront(Front):
             self.lm_hosts[f"lm{j + 1}"] = names[j * n // L:(j + 1) * n // L]
         hosts = await asyncio.gather(*(assembly.model_host(env, assembly.model_config(
             h, caps[h][0], caps[h][1], self.attributes[h], monitor_period_s=p.monitor_period_s,
-            admission="requested")) for h in names))
+            admission="requested", boot_timeout_s=p.boot_timeout_s)) for h in names))
         for h in hosts:
             self.all_hosts[h.name] = h
             if h.name not in absent:

@@ -92,6 +92,8 @@ class ModelCellParams:
     migration_failure_prob: float = 0.0
     cost: PrecopyParams = PrecopyParams()
     guest: GuestOverhead = GuestOverhead()   # a real guest's overhead and boot (the real-cell twin); identity = none
+    boot_timeout_s: float = 60.0           # a model node's StartVm waits this long for its guest (a twin on the
+                                           # simulated axis: the real node's wait × the time compression)
     retry_per_tick: int = 0                # deferred placements retried per tick; 0: max(500, nodes // 4)
     retry_backoff: bool = False            # a task that found no room waits 1, 2, 4, 8, 16 ticks (not 1) before its next try
     sampling: str = "periodic"             # periodic | event (hosts skip samples while nothing changes: NodeConfig.skip_quiet_samples)

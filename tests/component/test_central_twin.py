@@ -65,6 +65,18 @@ def test_a_fitted_boot_holds_one_of_two_boot_slots_per_host(tmp_path):
     assert wq_slow.max() <= 24_000 * 1.05          # one boot, plus the LM's messages
 
 
+def test_a_boot_longer_than_a_model_nodes_default_wait_still_starts(tmp_path):
+    """A CI run fitted a 15.8-s boot at compression 4: 63 simulated s, beyond the 60 s a model
+    node waits for its guest by default, so every StartVm failed and the twin placed nothing. The
+    twin's nodes wait what a real node waits (120 wall s) × the compression: 480 simulated s."""
+    run, _ = twin_run(tmp_path / "twin", "workload.time_compression=4",
+                      guest=GuestOverhead(boot_s=15.83, boot_cpu_cores=0.37))
+    m = json.loads((run.path / "manifest.json").read_text())
+    assert m["extra"]["model_cell"]["boot_timeout_s"] == 480.0
+    assert set(run.allocations(["outcome"])["outcome"]) == {"placed"}
+    assert job_metrics_of(run)["jobs_unfinished"] == 0
+
+
 def test_central_runs_the_jobs_workload_only_and_says_so():
     sc = load_scenario(str(REPO / "scenarios" / "real-3host.toml"), ["policy.frontend=central", "policy.san.enabled=false",
                                                                                "policy.megha.gms=1", "policy.megha.lms=1"])

@@ -5,8 +5,9 @@ settings, in virtual time.
 
 It runs on the simulated axis, as the real run writes its rows: what the real cell does in wall
 seconds is multiplied by ``workload.time_compression`` here (the GM's retry period and request
-deadline, the LM's boot deadline, a message's delay, a guest's boot); the LM's update period is the
-scenario's ``policy.megha.update_period_s``, which the real cell runs divided by the compression.
+deadline, the LM's and the node's boot deadlines, a message's delay, a guest's boot); the LM's
+update period is the scenario's ``policy.megha.update_period_s``, which the real cell runs divided
+by the compression.
 At most as many guests boot at once per host as the real LM lets (``max_starting_per_host``), each
 for the boot time ``cellctl compare`` fits from the real run's ``vms.csv``; without a fit they
 start at once.
@@ -18,6 +19,7 @@ from typing import Any
 
 from cellbed.cell.megha import GM_PARAMS, LM_PARAMS
 from cellbed.controller.megha.params import GmParams, LmParams
+from cellbed.daemon.config import NodeConfig
 from cellbed.domain.overhead import GuestOverhead
 from cellbed.experiment.model import ModelDriver
 from cellbed.experiment.real.jobs_plan import jobs_plan
@@ -59,7 +61,7 @@ class CentralTwinDriver(ModelDriver):
                        duration_s=sc.run.duration_s, tick_s=sc.run.tick_s)
         g = self.guest
         boot = dataclasses.replace(g, boot_s=g.boot_s * k)
-        return dataclasses.replace(p, guest=boot).validate()
+        return dataclasses.replace(p, guest=boot, boot_timeout_s=NodeConfig.boot_timeout_s * k).validate()
 
     def cell_options(self) -> dict[str, Any]:
         k = self.comp
