@@ -9,6 +9,7 @@ import pytest
 from cellbed.controller.megha.workload import arrivals
 from cellbed.domain.errors import InvalidArgument
 from cellbed.experiment.real.jobs_plan import MAX_VM_MEM_MIB, jobs_plan
+from cellbed.experiment.runner import driver_for
 from cellbed.experiment.scenario.file import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,7 +64,18 @@ def test_the_real_run_and_its_twin_get_the_same_tasks_whatever_the_queue_names()
     (("workload.jobs.fill=0.5",), "workload.jobs.fill=0.5: a real cell starts empty"),
     (("cell.hosts=4",), "workload.jobs.node_classes hold 3 nodes: cell.hosts must be 3 (got 4)"),
     (("policy.frontend=masb",), "workload.source='jobs' runs on a model cell with a Megha front-end"),
+    # host_mem_mib 128: factor 128 / 16384 -> hosts of 128, 64 and 64 MiB; every guest at least 96 MiB
+    (("cell.host_mem_mib=128",), "cell.host_mem_mib: the smallest real host gets 64 MiB, less than 128 MiB"),
+    (("workload.jobs.node_classes=[[1, 100, 16384], [2, 2, 8192]]",),
+     "workload.jobs.node_classes: a real host has 2..100 cores: allowed 0.05..64 cores"),
 ])
 def test_what_a_real_jobs_cell_refuses_names_the_field(sets, msg):
     with pytest.raises(InvalidArgument, match=msg.replace("(", r"\(").replace(")", r"\)")):
         plan(*sets)
+
+
+def test_an_lm_period_a_real_cell_cannot_run_is_refused_before_a_cell_is_built():
+    """8 simulated s at compression 1,000 is 0.008 wall s: below the LM's 0.1 s (cell up's range)."""
+    sc = load_scenario(str(REPO / SCENARIO), ["workload.time_compression=1000"])
+    with pytest.raises(InvalidArgument, match=r"policy.megha.update_period_s / workload.time_compression=0.008 "):
+        driver_for(sc)

@@ -83,6 +83,8 @@ class RealCellDriver:
         self.policy = {**policy_table(sc.policy), "errors": "isolate"}     # every agent's [policy] table
         self.jobs = jobs_plan(sc, (DEFAULT_USER,)) if sc.workload.source == "jobs" else None
         if self.jobs is not None:
+            errors.check_range("policy.megha.update_period_s / workload.time_compression", self._update_wall_s(),
+                               0.1, 3600, "wall s")      # the LM's period, as cell up takes it
             self.san_cfg, self.scale, self.gen_cfg = None, None, None
             return
         self.gen_cfg = sc.generator_config()

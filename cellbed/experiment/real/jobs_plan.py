@@ -22,11 +22,14 @@ from __future__ import annotations
 import dataclasses
 
 from cellbed.controller.megha.workload import ArrivalConfig
+from cellbed.domain.errors import InvalidArgument
 from cellbed.experiment.scenario.file import Scenario
 
 MAX_VM_MEM_MIB = 256
 """A guest holds at most this much (a TCG box runs a dozen guests at once)."""
 MEM_STEP_MIB = 16
+MIN_HOST_CORES, MAX_HOST_CORES = 0.05, 64.0     # cellctl cell up --host-cpus
+MIN_HOST_MEM_MIB = 128                          # cellctl cell up --host-mem-mib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +56,23 @@ def jobs_plan(sc: Scenario, users: tuple[str, ...]) -> JobsPlan:
     factor = c.host_mem_mib / max(m for _, m in classes)
     hosts = tuple((cores, int(round(mib * factor))) for cores, mib in classes)
     base = ArrivalConfig()
+    vm_mem = tuple(_scaled(m, factor, sc.workload.real.min_vm_mem_mib) for m in base.mem_mib)
+    _check_hosts(hosts, vm_mem)
     cfg = ArrivalConfig(seed=sc.run.seed, duration_s=j.arrivals_s, job_rate_per_s=j.job_rate_per_1k_nodes * c.hosts / 1000.0,
                         task_min_s=j.task_min_s, task_max_s=j.task_max_s, constrained_job_frac=0.0, users=users,
-                        mem_mib=tuple(_scaled(m, factor, sc.workload.real.min_vm_mem_mib) for m in base.mem_mib))
+                        mem_mib=vm_mem)
     return JobsPlan(hosts, cfg.validate(), factor)
+
+
+def _check_hosts(hosts: tuple[tuple[float, int], ...], vm_mem: tuple[int, ...]) -> None:
+    """What a real host can be (cellctl cell up's ranges), and room for the largest guest on the
+    smallest host: refused here, before a cell is brought up."""
+    cores = min(c for c, _ in hosts), max(c for c, _ in hosts)
+    if cores[0] < MIN_HOST_CORES or cores[1] > MAX_HOST_CORES:
+        raise InvalidArgument(f"workload.jobs.node_classes: a real host has {cores[0]:g}..{cores[1]:g} cores: allowed "
+                              f"{MIN_HOST_CORES:g}..{MAX_HOST_CORES:g} cores")
+    small = min(m for _, m in hosts)
+    if small < max(MIN_HOST_MEM_MIB, max(vm_mem)):
+        raise InvalidArgument(f"cell.host_mem_mib: the smallest real host gets {small} MiB, less than "
+                              f"{max(MIN_HOST_MEM_MIB, max(vm_mem))} MiB (its largest guest, and at least "
+                              f"{MIN_HOST_MEM_MIB}); raise cell.host_mem_mib")

@@ -61,16 +61,21 @@ class CentralTwinDriver(ModelDriver):
                        duration_s=sc.run.duration_s, tick_s=sc.run.tick_s)
         g = self.guest
         boot = dataclasses.replace(g, boot_s=g.boot_s * k)
-        return dataclasses.replace(p, guest=boot, boot_timeout_s=NodeConfig.boot_timeout_s * k).validate()
+        wait = min(NodeConfig.boot_timeout_s * k, 3600.0)
+        return dataclasses.replace(p, guest=boot, boot_timeout_s=wait).validate()
 
     def cell_options(self) -> dict[str, Any]:
+        """The real GM's and LM's settings on the simulated axis. A deadline beyond its parameter's
+        range (past a compression of 30 for the GM's request and the node's boot wait, 15 for the
+        LM's start) is that range's end: the twin then gives up sooner than the real cell would,
+        only on what takes that long."""
         k = self.comp
         return {"gm_params": GmParams(fairness=False, lost_launch_check_s=0.0,
-                                      retry_period_s=GM_PARAMS["retry_period_s"] * k,
-                                      request_timeout_s=GM_PARAMS["request_timeout_s"] * k),
+                                      retry_period_s=min(GM_PARAMS["retry_period_s"] * k, 3600.0),
+                                      request_timeout_s=min(GM_PARAMS["request_timeout_s"] * k, 600.0)).validate(),
                 "lm_params": LmParams(update_period_s=self.sc.policy.megha.update_period_s,
                                       max_starting_per_host=LM_PARAMS["max_starting_per_host"],
-                                      start_timeout_s=LM_PARAMS["start_timeout_s"] * k)}
+                                      start_timeout_s=min(LM_PARAMS["start_timeout_s"] * k, 3600.0)).validate()}
 
     def workload(self):
         j = self.sc.workload.jobs
