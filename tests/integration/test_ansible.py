@@ -1,25 +1,42 @@
-"""ansible/ against two namespace hosts reached over SSH (cellctl cell up --ssh --bare), exactly
-as against lab servers: bad input fails early and named; site.yml converges and a second run
-changes nothing; the cell is secure by default (issue 13): the node daemons and mosquitto take
-only clients with a certificate of the cell's CA, and the admin's certificate reads the nodes'
-state over MQTT; verify.yml sees every daemon SERVING and live-migrates a guest over TLS;
-teardown.yml leaves nothing the roles created (issue 6).
+"""ansible/ against two namespace hosts reached over SSH (cellctl cell up --ssh --bare, cell ans on
+10.231.30.0/24), exactly as against lab servers, with every role of a cell that sweeps: the node
+daemons and libvirt on h1 and h2, mosquitto on h1, and a Dask cluster for cellctl sweep (the
+scheduler on h1, a worker on each host; issue 16):
 
-The tests run in file order on one cell; each prints its figures."""
+- bad input (an inventory or a Dask variable) fails early, naming the host and the requirement,
+  before any host is changed;
+- site.yml converges and a second run changes nothing;
+- the cell is secure by default (issue 13): the node daemons and mosquitto take only clients with
+  a certificate of the cell's CA, and the admin's certificate reads the nodes' state over MQTT;
+  Dask's scheduler refuses plaintext, a client without a certificate and another CA's;
+- verify.yml sees every daemon SERVING and live-migrates a guest over TLS, and runs a task on
+  every Dask worker as the cell's admin, over TLS;
+- a real `cellctl sweep` (1 scenario x 2 seeds at the smoke scale) runs on the deployed workers;
+- teardown.yml leaves nothing the roles created (issue 6), and a second one changes nothing.
+
+Until issue 27 the Dask roles had a bare cell and two site.yml runs of their own (275 s), so the
+common base and Cellbed's venv were provisioned twice. The tests run in file order on one cell;
+each prints its figures."""
+from __future__ import annotations
+
 import asyncio
 import json
 import os
 import re
-import shutil
 import socket
 import ssl
 import subprocess
 import sys
-import time
+from pathlib import Path
 
 import aiomqtt
+import dask
+import distributed
 import grpc
 import pytest
+from cryptography import x509
+from distributed import Client
+from distributed.security import Security as DaskSecurity
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cellbed.cell.accel import probe
@@ -30,98 +47,29 @@ from cellbed.domain.identity import Identity, Role
 from cellbed.runtime.authz import INSECURE_HEALTH_SERVICE, Security, mqtt_tls
 from cellbed.runtime.cgroups import HostCgroup
 from cellbed.runtime.client import NodeClient
-from cellbed.runtime.pki import CellCA, TlsFiles
+from cellbed.runtime.pki import CellCA, identity_of
 from cellbed.v1 import node_pb2 as npb
 from tests.conftest import wait_until
+from tests.integration.ansible_kit import (ANSIBLE_DIR, PLAYBOOK, SSHD_RECORDS, Ansible, _cmdline, _port_closed,
+                                          files_below, recap, snapshot_source)
 from tests.integration.conftest import REPO, _can_run_cells
 
-pytestmark = pytest.mark.integration
+# beside tier 1 (./cellbed.sh test): minutes of ansible-playbook that assert outcomes, not timings
+pytestmark = [pytest.mark.integration, pytest.mark.overlap]
 
-CELL, SUBNET = "ans", "10.231.30.0/24"
-ANSIBLE_DIR = os.path.join(REPO, "ansible")
-BIN = os.path.dirname(sys.executable)
-PLAYBOOK = os.path.join(BIN, "ansible-playbook")
-# Written into the overlays by sshd itself at each login, not by a role.
-SSHD_RECORDS = {"var/log/lastlog", "var/log/wtmp", "var/log/btmp"}
-RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+CELL, SUBNET, DASK_PORT = "ans", "10.231.30.0/24", 8786
+SMOKE = Path(REPO) / "scenarios" / "smoke.toml"
 
 
-def recap(out: str) -> dict[str, dict[str, int]]:
-    """PLAY RECAP lines -> {host: {ok, changed, unreachable, failed}}."""
-    return {m[1]: dict(zip(("ok", "changed", "unreachable", "failed"), map(int, m.groups()[1:])))
-            for m in RECAP.finditer(out)}
-
-
-def snapshot_source(dst: str) -> str:
-    """A copy of the checkout's files (as git sees them), so that edits made while the tests run
-    do not change the wheel between the first and the second run."""
-    files = subprocess.run(["git", "-C", REPO, "ls-files", "-co", "--exclude-standard"], capture_output=True,
-                           text=True, check=True).stdout.split("\n")
-    for rel in filter(None, files):
-        if rel.startswith(("ansible/", "tests/", "docs/", "results/")):
-            continue
-        src = os.path.join(REPO, rel)
-        if os.path.isfile(src):
-            os.makedirs(os.path.dirname(os.path.join(dst, rel)), exist_ok=True)
-            shutil.copy2(src, os.path.join(dst, rel))
-    return dst
-
-
-def files_below(top: str) -> set[str]:
-    return {os.path.relpath(os.path.join(d, n), top) for d, _, names in os.walk(top) for n in names}
-
-
-class Ansible:
-    def __init__(self, st: dict, inventory: str, tmp: str, source: str):
-        self.st, self.inventory, self.tmp = st, inventory, tmp
-        self.env = {**os.environ, "ANSIBLE_SSH_CONTROL_PATH_DIR": os.path.join(tmp, "cp"),
-                    "ANSIBLE_LOCAL_TEMP": os.path.join(tmp, "local"), "ANSIBLE_NOCOLOR": "1",
-                    "ANSIBLE_FORCE_COLOR": "0", "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-        self.pki = os.path.join(tmp, "pki")       # the cell's CA and certificates, on the controller
-        self.extra = {"cellbed_source_dir": source, "cellbed_pki_dir": self.pki,
-                      "cellbed_controller_wheelhouse": os.path.join(REPO, "build", "wheelhouse"),
-                      "cellbed_controller_guest_dir": os.path.join(REPO, "build", "guest")}
-        self.timings: dict[str, float] = {}
-
-    def play(self, playbook: str, *args: str, inventory: str | None = None, check: bool = True,
-             label: str = "") -> subprocess.CompletedProcess:
-        t0 = time.monotonic()
-        r = subprocess.run([PLAYBOOK, "-i", inventory or self.inventory, playbook, "-e", json.dumps(self.extra),
-                            *args], cwd=ANSIBLE_DIR, env=self.env, capture_output=True, text=True, timeout=900)
-        self.timings[label or playbook] = round(time.monotonic() - t0, 1)
-        with open(os.path.join(self.tmp, f"{label or playbook}.log"), "w") as f:
-            f.write(r.stdout + r.stderr)
-        if check and r.returncode != 0:
-            pytest.fail(f"ansible-playbook {playbook} failed ({r.returncode}):\n{r.stdout[-6000:]}\n{r.stderr[-3000:]}")
-        return r
-
-    def admin(self) -> Security:
-        """The admin's certificate that site.yml made on the controller (roles/cellbed/tasks/pki_admin.yml)."""
-        return Security.mtls(CELL, TlsFiles(*(os.path.join(self.pki, f) for f in
-                                              ("ca.crt", "admin-admin.crt", "admin-admin.key"))))
-
-    def ssh(self, host: str, command: str) -> str:
-        r = subprocess.run(["ssh", "-F", self.st["ssh"]["config"], "-o", "ControlMaster=no", host, command],
-                           capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0, (host, command, r.stderr)
-        return r.stdout
-
-    def close_connections(self) -> None:
-        """End the SSH master connections that ansible-playbook keeps open (ControlPersist)."""
-        cp = self.env["ANSIBLE_SSH_CONTROL_PATH_DIR"]
-        for sock in os.listdir(cp) if os.path.isdir(cp) else []:
-            subprocess.run(["ssh", "-S", os.path.join(cp, sock), "-O", "exit", "cellbed-host"],
-                           capture_output=True, timeout=30)
-
-    def private_files(self, host: str) -> dict[str, str]:
-        """What the host wrote into its private overlays (/etc, /opt, /var): {path: type}."""
-        out = self.ssh(host, "cd /run/cellbed-host && find . -mindepth 3 -path './*/upper/*' -printf '%y %P\\n'")
-        files = {}
-        for line in out.splitlines():
-            kind, rel = line.split(" ", 1)
-            top, _, path = rel.partition("/upper/")
-            files[f"{top.replace('-', '/')}/{path}"] = kind
-        return files
+def cell_inventory(st: dict) -> dict:
+    """The cell's generated inventory (node daemons and libvirt on both hosts, mosquitto on h1),
+    plus the Dask groups: the scheduler on h1, a worker on h1 and h2."""
+    inv = make_inventory(st)
+    inv["all"]["vars"]["dask_worker_nthreads"] = 1          # one run at a time per host: 2 cores, shared
+    # The hosts' variables (address, SSH port) are cellbed_nodes': a host's are the same in every group.
+    inv["all"]["children"]["dask_scheduler"] = {"hosts": {"h1": {}}}
+    inv["all"]["children"]["dask_workers"] = {"hosts": {"h1": {}, "h2": {}}}
+    return inv
 
 
 @pytest.fixture(scope="module")
@@ -137,10 +85,11 @@ def ans(state_root, tmp_path_factory):
     a = None
     try:
         with open(inventory, "w") as f:
-            f.write(inventory_yaml(make_inventory(st)))
+            f.write(inventory_yaml(cell_inventory(st)))
         a = Ansible(st, inventory, tmp, source)
         a.before = {h: a.private_files(h) for h in st["hosts"]}
         a.etc_libvirt = {h: files_below(os.path.join(state_root, CELL, h, "etc-libvirt")) for h in st["hosts"]}
+        a.scheduler = f"tls://{st['hosts']['h1']['address']}:{DASK_PORT}"
         yield a
     finally:
         if a is not None:
@@ -149,6 +98,11 @@ def ans(state_root, tmp_path_factory):
         if os.path.exists(inventory):
             os.remove(inventory)
         cellmod.down(CELL, state_root)
+
+
+def admin_files(a: Ansible) -> tuple[str, str, str]:
+    """The admin's certificate that site.yml made on the controller: what cellctl sweep uses."""
+    return tuple(os.path.join(a.pki, f) for f in ("ca.crt", "admin-admin.crt", "admin-admin.key"))
 
 
 @pytest.mark.parametrize("case, args, expect", [
@@ -163,7 +117,7 @@ def test_bad_inventory_fails_early_naming_host_and_requirement(ans, case, args, 
         pytest.skip("this machine has usable KVM: the requirement is met")
     inventory = ans.inventory
     if case == "missing address":   # the generated inventory without h2's address
-        inv = make_inventory(ans.st)
+        inv = cell_inventory(ans.st)
         del inv["all"]["children"]["cellbed_nodes"]["hosts"]["h2"]["cellbed_node_address"]
         inventory = ans.inventory.replace(".yml", "-noaddr.yml")
         with open(inventory, "w") as f:
@@ -181,6 +135,17 @@ def test_bad_inventory_fails_early_naming_host_and_requirement(ans, case, args, 
         assert ans.private_files(h) == ans.before[h]
 
 
+def test_a_bad_dask_variable_fails_before_any_change(ans):
+    r = ans.play("site.yml", "-e", "dask_scheduler_port=http", check=False, label="bad-port")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "h1: invalid Dask variable" in out and "dask_scheduler_port=http (1..65535)" in out, \
+        out[-4000:]
+    assert "PLAY [Provision the libvirt hosts]" not in out and "PLAY [Run Dask for cellctl sweep]" not in out
+    assert all(v["changed"] == 0 for v in recap(out).values()), recap(out)
+    for h in ans.st["hosts"]:
+        assert ans.private_files(h) == ans.before[h]
+
+
 def test_site_converges_and_a_second_run_changes_nothing(ans):
     first = recap(ans.play("site.yml", label="site-1").stdout)
     assert set(first) == {"h1", "h2"} and all(v["failed"] == v["unreachable"] == 0 for v in first.values()), first
@@ -190,6 +155,23 @@ def test_site_converges_and_a_second_run_changes_nothing(ans):
         second, open(os.path.join(ans.tmp, "site-2.log")).read()[-6000:])
     print(f"\nsite.yml first run {ans.timings['site-1']} s (changed {first['h1']['changed']}+{first['h2']['changed']}),"
           f" second run {ans.timings['site-2']} s (changed 0)")
+
+
+def test_dask_runs_where_the_inventory_says_with_certificates_for_root_alone(ans):
+    """The scheduler on h1 only, a worker on both, and the scheduler's certificate (made on the
+    controller) names h1's address and no Cellbed identity."""
+    for h in ("h1", "h2"):
+        got = ans.ssh(h, "stat -c '%a %U %n' /etc/cellbed/dask/pki /etc/cellbed/dask/pki/*").split("\n")
+        want = ["700 root /etc/cellbed/dask/pki", "644 root /etc/cellbed/dask/pki/ca.crt",
+                "644 root /etc/cellbed/dask/pki/worker.crt", "600 root /etc/cellbed/dask/pki/worker.key"]
+        if h == "h1":
+            want += ["644 root /etc/cellbed/dask/pki/scheduler.crt", "600 root /etc/cellbed/dask/pki/scheduler.key"]
+        assert sorted(filter(None, got)) == sorted(want), got
+    with open(os.path.join(ans.pki, "service-dask-scheduler.crt"), "rb") as f:
+        pem = f.read()
+    sans = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == [ans.st["hosts"]["h1"]["address"]]
+    assert identity_of(pem) is None
 
 
 def _health(target: str, channel: grpc.Channel, service: str = "cellbed.v1.NodeAgent") -> int:
@@ -258,8 +240,9 @@ async def test_the_cell_takes_only_clients_with_a_certificate_of_its_ca(ans):
 
 
 async def test_verify_sees_every_daemon_serving_and_a_verified_live_migration(ans):
-    report = os.path.join(ans.tmp, "verify.json")
-    ans.play("verify.yml", "-e", f"cellbed_verify_report={report}", label="verify")
+    report, dask_report = os.path.join(ans.tmp, "verify.json"), os.path.join(ans.tmp, "dask-verify.json")
+    ans.play("verify.yml", "-e", f"cellbed_verify_report={report}", "-e", f"dask_verify_report={dask_report}",
+             label="verify")
     with open(report) as f:
         got = json.load(f)
     rec = got["record"]
@@ -285,22 +268,85 @@ async def test_verify_sees_every_daemon_serving_and_a_verified_live_migration(an
           f"{int(rec['data_total_bytes']) / 2**20:.1f} MiB, {rec['memory_iteration']} iterations, "
           f"wall {rec['wall_ms']:.0f} ms, heartbeat {rec['heartbeat_before']}->{rec['heartbeat_after']}, "
           f"boot-to-heartbeat {got['boot_to_heartbeat_s']} s")
+    # Dask: a task on every worker, as the cell's admin, over TLS; plaintext refused; the
+    # cluster's Dask is the controller's.
+    with open(dask_report) as f:
+        dv = json.load(f)
+    assert dv["scheduler"] == ans.scheduler and dv["tls"] is True and dv["plaintext_refused"] is True, dv
+    assert sorted(w["host"] for w in dv["workers"].values()) == ["h1", "h2"], dv
+    assert all(w.startswith("tls://") for w in dv["workers"]), dv
+    assert (dv["versions"]["dask"], dv["versions"]["distributed"]) == (dask.__version__, distributed.__version__)
 
 
-def _cmdline(pid: int) -> str:
+def _dask_refused(address: str, security: DaskSecurity | None) -> bool:
     try:
-        with open(f"/proc/{pid}/cmdline") as f:
-            return f.read().replace("\0", " ")
-    except FileNotFoundError:
-        return "(gone)"
-
-
-def _port_closed(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=2):
+        with Client(address, security=security, timeout=5, set_as_default=False):
             return False
-    except OSError:
+    except (OSError, TimeoutError):
         return True
+
+
+def _tls_without_certificate_refused(host: str, port: int, ca: str) -> bool:
+    """A TLS client that trusts the cell's CA but shows no certificate: the scheduler ends the
+    connection (with TLS 1.3 after the handshake, at the first read) instead of greeting it."""
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.check_hostname = False
+    try:
+        with socket.create_connection((host, port), timeout=10) as raw, ctx.wrap_socket(raw) as s:
+            return s.recv(1) == b""
+    except (ssl.SSLError, ConnectionError):
+        return True
+
+
+async def test_a_sweep_runs_on_the_deployed_cluster_over_tls_only(ans, tmp_path):
+    ca, cert, key = admin_files(ans)
+    sec = DaskSecurity(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+    addresses = {ans.st["hosts"][h]["address"] for h in ("h1", "h2")}
+
+    async def two_workers():
+        try:
+            async with Client(ans.scheduler, security=sec, asynchronous=True, timeout=5) as c:
+                return len(await c.nthreads()) == 2
+        except OSError:
+            return False
+    await wait_until(two_workers, 60, "the scheduler on h1 with the workers of h1 and h2")
+    async with Client(ans.scheduler, security=sec, asynchronous=True, timeout=10) as c:
+        versions = await c.get_versions(check=True)         # raises if the cluster's Dask is not the controller's
+    assert versions["scheduler"]["packages"]["distributed"] == distributed.__version__
+
+    # Refused: plaintext, TLS without a certificate, and the right identity from another CA.
+    h1 = ans.st["hosts"]["h1"]["address"]
+    rogue = CellCA.create(tmp_path / "rogue", CELL).issue(Identity(CELL, Role.ADMIN, "admin"))
+    assert _dask_refused(f"tcp://{h1}:{DASK_PORT}", None)
+    assert _tls_without_certificate_refused(h1, DASK_PORT, ca)
+    assert _dask_refused(ans.scheduler, DaskSecurity(tls_ca_file=ca, tls_client_cert=rogue.cert, tls_client_key=rogue.key,
+                                           require_encryption=True))
+    # Nothing listens on every interface: the Dask servers and the cell's daemons on the host's
+    # address (some through an IPv4-mapped IPv6 socket), Dask's HTTP on loopback.
+    for h in ("h1", "h2"):
+        local = {line.split()[3].rsplit(":", 1)[0].removeprefix("[::ffff:").rstrip("]")   # an IPv4-mapped socket
+                 for line in ans.ssh(h, "ss -Hltn").splitlines() if line.strip()}
+        assert local <= {ans.st["hosts"][h]["address"], "127.0.0.1"}, (h, local)
+    assert f"{h1}:{DASK_PORT}" in ans.ssh("h1", "ss -Hltn")
+
+    spec = tmp_path / "adask.toml"
+    spec.write_text(f'name = "adask"\nscenarios = ["{SMOKE}"]\nseeds = [1, 2]\n'
+                    '[set]\n"run.duration_s" = 600\n"cell.nodes" = 60\n')
+    out = tmp_path / "sweep"                 # the workers see it at the same path (the box's /tmp)
+    p = subprocess.run([sys.executable, "-m", "cellbed.cli.main", "sweep", str(spec), "--out", str(out),
+                        "--scheduler", ans.scheduler, "--tls-ca-file", ca, "--tls-cert", cert, "--tls-key", key,
+                        "--no-report", "--json"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert "plaintext" not in p.stderr
+    res = json.loads(p.stdout)
+    assert (res["ran"], res["failed"], res["cluster"]) == (2, [], f"the Dask cluster at {ans.scheduler}"), res
+    assert {w.split("://")[0] for w in res["workers"]} == {"tls"}, res["workers"]
+    ran_on = {r["worker"].split("://")[1].rsplit(":", 1)[0] for r in res["runs"].values()}
+    assert ran_on == addresses, res["runs"]
+    for seed in (1, 2):
+        events = (out / "smoke" / "default" / f"seed-{seed}" / "events.jsonl").read_text().splitlines()
+        assert json.loads(events[-1])["kind"] == "run_completed"
+    print(f"\nsweep of 2 runs on the deployed cluster: {res['wall_s']} s; ran on {sorted(ran_on)}")
 
 
 async def test_teardown_leaves_no_service_config_or_process(ans, state_root):
@@ -321,7 +367,7 @@ async def test_teardown_leaves_no_service_config_or_process(ans, state_root):
         except pytest.fail.Exception:
             pytest.fail(f"{name}: left in its cgroup: " + repr({p: _cmdline(p) for p in cg.pids() - {sshd}}))
         # Services: nothing listens on gRPC, libvirt or MQTT ports any more.
-        for port in (50051, 16509, 16514, MQTT_PLAIN_PORT, MQTT_TLS_PORT):
+        for port in (50051, 16509, 16514, MQTT_PLAIN_PORT, MQTT_TLS_PORT, DASK_PORT):
             assert _port_closed(h["address"], port), (name, port)
         # Files: the private overlays hold what they held before site.yml, plus sshd's login
         # records, plus folders that also exist on the box (an overlay keeps a copied-up folder).

@@ -1,8 +1,9 @@
 """`cellctl chaos` on a real 2-host cell with SAN and Megha (issue 12), as a user runs it: bad
-requests are refused with one line and rc 2; the broker killed during a SAN round and the active
-LM killed during a launch leave the checker satisfied; a short seeded campaign injects at least
-12 faults, every kind this kernel supports at least once, with 0 violations, and writes its
-history, summary, manifest and timeline."""
+requests are refused with one line and rc 2; a short seeded campaign (15 steps: the fewest that
+reach every fault kind) injects at least 12 faults, every kind this kernel supports at least once
+(the broker killed during a SAN round, the active LM during a launch, ...), with 0 violations, and
+writes its history, summary, manifest and timeline. The long campaigns (10 seeds, hundreds of
+faults) are benchmarks: `cellctl chaos -n 100 --san 30 --megha 30 --seed S` (docs/chaos.md)."""
 import json
 import os
 import subprocess
@@ -17,6 +18,9 @@ from tests.integration.conftest import _can_run_cells
 pytestmark = pytest.mark.integration
 
 CELL, SUBNET = "chs", "10.231.26.0/24"
+# The campaign's seed: 11 in CI; the campaign is checked over other seeds (issue 27: 10 in a row) with
+#   for s in $(seq 1 10); do CELLBED_CHAOS_SEED=$s ./cellbed.sh test tests/integration/test_chaos.py -k campaign; done
+SEED = int(os.environ.get("CELLBED_CHAOS_SEED", "11"))
 
 
 @pytest.fixture(scope="module")
@@ -58,28 +62,9 @@ def test_bad_requests_are_refused_with_one_line(ccell, state_root, args, cell, w
     assert want in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
-def test_broker_killed_during_a_san_round(ccell, state_root, tmp_path):
-    out = str(tmp_path / "broker")
-    r = chaos(state_root, "-n", "0", "--san", "1", "--faults", "kill_broker", "--seed", "3", "--out", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    [row] = history(out)
-    assert row["fault"] == "kill_broker" and row["injected"].startswith("SIGKILL broker")
-    assert row["violations"] == []
-    print(row["call"], row["records"])
-
-
-def test_active_lm_killed_during_a_launch(ccell, state_root, tmp_path):
-    out = str(tmp_path / "lm")
-    r = chaos(state_root, "-n", "0", "--megha", "1", "--faults", "kill_active_lm", "--seed", "3", "--out", out)
-    assert r.returncode == 0, r.stdout + r.stderr
-    [row] = history(out)
-    assert row["injected"].startswith("SIGKILL lm1a") and row["violations"] == []
-    print(row["call"], row["task_running"])
-
-
 def test_short_seeded_campaign_has_no_violation(ccell, state_root, tmp_path):
     out = str(tmp_path / "campaign")
-    r = chaos(state_root, "-n", "10", "--san", "3", "--megha", "2", "--seed", "11", "--out", out)
+    r = chaos(state_root, "-n", "10", "--san", "3", "--megha", "2", "--seed", str(SEED), "--out", out)
     print(r.stdout[-3000:])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr
     rows = history(out)
@@ -90,5 +75,11 @@ def test_short_seeded_campaign_has_no_violation(ccell, state_root, tmp_path):
     skipped = json.load(open(os.path.join(out, "manifest.json")))["skipped"]
     assert set(skipped) <= set(NETEM)
     assert {x["fault"] for x in injected} == kinds - set(skipped)
+    # the broker is killed during a SAN round, the active LM during a launch: what the operator
+    # sees for each (issue 27 folded their own campaigns, 113 s of a real cell, into this one)
+    [broker] = [x for x in rows if x["fault"] == "kill_broker"]
+    assert broker["injected"].startswith("SIGKILL broker"), broker
+    [lm] = [x for x in rows if x["fault"] == "kill_active_lm"]
+    assert lm["injected"].startswith("SIGKILL lm1a"), lm
     assert sum(len(x["violations"]) for x in rows) == 0
     assert all(os.path.exists(os.path.join(out, f)) for f in ("summary.txt", "manifest.json", "timeline.png"))

@@ -2,7 +2,7 @@
 2 GMs and 4 namespace hosts running real VMs under TCG; every GM and LM is its own
 cellbed-controller process, over gRPC and the cell's MQTT broker.
 
-52 constrained tasks from 2 users (50 placeable, 2 that no host satisfies) are submitted at
+34 constrained tasks from 2 users (32 placeable, 2 that no host satisfies) are submitted at
 once; each VM is 128 MiB, idle (cpu_load 0, the box has 2 cores under TCG), and runs 15-25 s.
 A host holds 4 such VMs (512 MiB), so at most 16 run at a time and the GMs compete for every
 freed slot; each LM boots at most 2 VMs per host at a time (a TCG boot takes seconds of CPU). Mid-run, GM gm1 is killed (SIGKILL) and restarted from its queue journal, and LM
@@ -39,6 +39,10 @@ EQ, NE = ConstraintOp.EQUAL, ConstraintOp.NOT_EQUAL
 CONSTRAINTS = [(), (Constraint("ssd", EQ, 1),), (Constraint("rack", EQ, "a"),), (Constraint("rack", NE, "a"),),
                (Constraint("gpu", EQ, 1),), (Constraint("ssd", EQ, 1), Constraint("rack", EQ, "b"))]
 NEVER = (Constraint("gpu", EQ, 1), Constraint("ssd", EQ, 1))       # no host has both
+# Twice the cell's 16 slots: the GMs compete for every slot of the first burst and again for every
+# freed one. It was 50 until issue 27: the same first burst and 18 more TCG boots (~120 s); the
+# longer run is `CELLBED_MEGHA_TASKS=50 ./cellbed.sh test tests/integration/test_megha_cell.py`.
+PLACEABLE = int(os.environ.get("CELLBED_MEGHA_TASKS", "32"))
 AGENTS = {"gm1": 50071, "gm2": 50072, "lm1a": 50081, "lm1b": 50082, "lm2a": 50083}
 
 
@@ -145,7 +149,7 @@ def spec(i: int) -> meghapb.MeghaTask:
                          duration_s=15.0 + (i % 3) * 5.0, workload=npb.Workload(cpu_load=0.0, wss_mib=0))
 
 
-async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeover(megha_cell):
+async def test_thirty_two_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeover(megha_cell):
     st, agents, _ = megha_cell
     await start_agents(agents, ["lm1a", "lm2a", "lm1b", "gm1", "gm2"], cell_pki.admin(st))
     t = GrpcTransport(lambda n: f"{BRIDGE}:{AGENTS[n]}" if n in AGENTS else n, RealClock(),
@@ -188,7 +192,7 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
                 pass
 
     mon = asyncio.create_task(monitor())
-    tasks = [spec(i) for i in range(50)]
+    tasks = [spec(i) for i in range(PLACEABLE)]
     never = [meghapb.MeghaTask(name=f"never{i}", user=u, request=wire.resources(0.1, 128),
                            constraints=wire.constraints_pb(NEVER), workload=npb.Workload(cpu_load=0.0))
              for i, u in enumerate(("alice", "bob"))]
@@ -207,7 +211,7 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
         with pytest.raises(errors.Unavailable):             # it really is down: clients see UNAVAILABLE
             await t.request("gm1", "GlobalMaster/Submit", meghapb.SubmitRequest(task=tasks[0]), timeout=5)
         await start_agents(agents, ["gm1"], cell_pki.admin(st))
-        await wait_until(lambda: started(20), 600, "20 VMs started")
+        await wait_until(lambda: started(PLACEABLE // 2), 600, f"{PLACEABLE // 2} VMs started")
         await snapshot(["lm1a"])
         agents.kill("lm1a")                                 # lm1b takes over lm1's hosts
 
@@ -230,7 +234,7 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
                 if s.state in (meghapb.TASK_STATE_RUNNING, meghapb.TASK_STATE_FINISHED):
                     statuses[x.name] = s
             return len(statuses) == len(tasks)
-        await wait_until(all_started, 900, "all 50 placeable tasks to start", period_s=2.0)
+        await wait_until(all_started, 900, f"all {PLACEABLE} placeable tasks to start", period_s=2.0)
         elapsed = time.monotonic() - t0
         never_st = [(await t.request("gm1" if x.user == "alice" else "gm2", "GlobalMaster/GetTask",
                                      meghapb.GetTaskRequest(name=x.name))).status for x in never]
@@ -253,13 +257,13 @@ async def test_fifty_constrained_tasks_as_real_vms_with_gm_restart_and_lm_takeov
     total = {k: sum(c.get(k, 0) for c in counters) for k in ("inconsistency_internal", "inconsistency_external",
                                                               "repartitions", "takeovers", "recovered_queued",
                                                               "recovered_placed", "duplicates")}
-    print(f"\n52 tasks (50 placeable) started in {elapsed:.0f} s; counters over every agent: {total}")
+    print(f"\n{PLACEABLE + 2} tasks ({PLACEABLE} placeable) started in {elapsed:.0f} s; counters over every agent: {total}")
     assert total["inconsistency_internal"] + total["inconsistency_external"] > 0
     assert total["takeovers"] == 1 and total["recovered_queued"] + total["recovered_placed"] > 0
 
     # allocation time on the real cell: the four parts, the VM boot separately
     rows = [s.allocation for s in statuses.values() if s.allocation.start_unix_s]
-    print("real cell, 50 tasks under contention (ms):   p50      p90      max")
+    print(f"real cell, {PLACEABLE} tasks under contention (ms):   p50      p90      max")
     for f in ("framework_queue_ms", "processing_ms", "worker_queue_ms", "communication_ms", "total_ms", "boot_ms"):
         vals = sorted(getattr(a, f) for a in rows)
         print(f"  {f:20s} {statistics.median(vals):9.1f} {vals[int(0.9 * (len(vals) - 1))]:9.1f} {vals[-1]:9.1f}")

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -109,7 +110,7 @@ def test_docs_executed_on_a_real_cell(tmp_path):
     env = {**os.environ, "CELLBED_STATE_ROOT": root}
     env.pop("CELLBED_CELL", None)
     env.pop("CELLBED_CONTROLLER", None)
-    ran, json_checked = [], []
+    ran, json_checked, took = [], [], []
     try:
         for page in docs.PAGES:
             cmds = docs.commands(page, docs.read(page))
@@ -118,7 +119,9 @@ def test_docs_executed_on_a_real_cell(tmp_path):
             for c in cmds:
                 if c.parse_only:
                     continue
+                t = time.monotonic()
                 r = subprocess.run([CELLCTL, *c.argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+                took.append((time.monotonic() - t, page, " ".join(c.argv)))
                 assert r.returncode == 0, f"{c} -> rc {r.returncode}\n{r.stderr}"
                 assert "Traceback" not in r.stderr, f"{c}: {r.stderr}"
                 ran.append(" ".join(c.argv))
@@ -130,6 +133,8 @@ def test_docs_executed_on_a_real_cell(tmp_path):
     finally:
         for name in cells_up(root):
             cellmod.down(name, root)
+    for dt, page, line in sorted(took, reverse=True)[:12]:
+        print(f"{dt:7.1f} s  {page}: cellctl {line}")
     print(f"ran {len(ran)} documented commands; --json checked for {sorted(set(json_checked))}")
     for needed in docs.ESSENTIAL:
         assert any(c.startswith(needed) for c in ran), f"the docs no longer run `cellctl {needed}`"

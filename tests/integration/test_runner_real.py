@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run
 
 pytestmark = pytest.mark.integration

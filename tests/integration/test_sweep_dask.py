@@ -107,13 +107,15 @@ def dask_cluster(request, dk_cell, tmp_path):
         flags = ["--tls-ca-file", admin.ca, "--tls-cert", admin.cert, "--tls-key", admin.key] if proto == "tls" else []
         yield addr, flags, procs
     finally:
-        for p in reversed(procs):          # the workers, then the scheduler
+        # The workers, then the scheduler, each waited for: a worker told to stop while the
+        # scheduler closes under it hangs in its own close until killed (30 s per cluster, issue 27).
+        for p in reversed(procs):
             if p.poll() is None:
                 p.terminate()
-        for p in reversed(procs):
             try:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
+                print(f"pid {p.pid} ({p.args[3]}) ignored SIGTERM for 30 s: killed")
                 p.kill()
                 p.wait()
         for log in sorted(tmp_path.glob("*.log")):
