@@ -38,7 +38,9 @@ ROWS = [
      ["policy allocation", "not_offered", "which was not offered", "input digest"], "allocation"),
     ("non-permutation", [f"policy.overload={BAD}:half_overloaded", f"policy.target_order={BAD}:repeats_first"], 1,
      ["policy target_order", "repeats_first", "not a permutation", "input digest"], "target_order"),
-    ("over budget", [f"policy.overload={BAD}:slow_overload", "policy.budget_ms=50"], 1,
+    # one simulated minute: the run goes on sampling after the stop until its end, and every host's
+    # every sample waits out the budget (900 s: 240 calls, ~20 s; 60 s: 16 calls, ~1 s)
+    ("over budget", [f"policy.overload={BAD}:slow_overload", "policy.budget_ms=50", "run.duration_s=60"], 1,
      ["policy overload", "slow_overload", "did not answer within its budget of 50 ms", "input digest"], "overload"),
 ]
 

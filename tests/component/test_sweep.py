@@ -1,5 +1,6 @@
-"""`cellctl sweep` on a Dask LocalCluster (issue 16), at the smoke scale (10 simulated minutes of
-60–100 nodes, a few seconds a run):
+"""`cellctl sweep` on a Dask LocalCluster (issue 16), at the smoke scale (5–10 simulated minutes of
+60–100 nodes, a few seconds a run, most of it the run's process starting; the smoke runs still
+migrate, so the comparison covers migrations.csv):
 
 - a sweep of 2 scenarios × 2 seeds on 2 worker processes gives, seed for seed, the results files
   of a plain `cellctl run` of the same scenario, overrides and seed (``wall_s`` apart), and
@@ -59,7 +60,7 @@ def run_folders(out: Path) -> list[Path]:
 def test_sweep_equals_plain_runs_seed_for_seed_and_reports(tmp_path):
     spec = tmp_path / "cmp.toml"
     spec.write_text(f'name = "cmp"\nscenarios = ["{SMOKE}", "{BESTFIT}"]\nseeds = [1, 2]\n'
-                    '[set]\n"run.duration_s" = 600\n"cell.nodes" = 100\n')
+                    '[set]\n"run.duration_s" = 300\n"cell.nodes" = 60\n')
     out = tmp_path / "sweep"
     tmp = tmp_path / "tmp"            # the sweep's TMPDIR: Dask's scratch space goes there unless told otherwise
     tmp.mkdir()
@@ -76,7 +77,7 @@ def test_sweep_equals_plain_runs_seed_for_seed_and_reports(tmp_path):
         for seed in (1, 2):
             mine = out / scen.stem / "default" / f"seed-{seed}"
             plain = tmp_path / "plain" / f"{scen.stem}-{seed}"
-            q = cellctl("run", str(scen), "--set", "run.duration_s=600", "--set", "cell.nodes=100",
+            q = cellctl("run", str(scen), "--set", "run.duration_s=300", "--set", "cell.nodes=60",
                         "--set", f"run.seed={seed}", "--out", str(plain), "--no-report", "--quiet")
             assert q.returncode == 0, q.stderr
             for f in FILES:
@@ -85,6 +86,8 @@ def test_sweep_equals_plain_runs_seed_for_seed_and_reports(tmp_path):
             assert m1["scenario"] == m2["scenario"] and m1["seed"] == seed
     # the two seeds differ (a sweep that ran one seed twice would pass the comparison above)
     assert without_wall(out / "smoke/default/seed-1/ticks.csv") != without_wall(out / "smoke/default/seed-2/ticks.csv")
+    # and the smoke runs migrate, so the comparison covers migrations.csv too (bestfit has no SAN)
+    assert all(len((out / f"smoke/default/seed-{s}/migrations.csv").read_text().splitlines()) > 1 for s in (1, 2))
 
     r = cellctl("report", str(out), "--json")
     assert r.returncode == 0, r.stderr
@@ -115,8 +118,9 @@ def processes_naming(text: str) -> list[int]:
 
 async def test_sigterm_then_rerun_runs_only_the_missing_runs(tmp_path):
     spec = tmp_path / "res.toml"
-    spec.write_text(f'name = "res"\nscenarios = ["{SMOKE}"]\nseeds = [1, 2, 3]\n[grid]\n"cell.nodes" = [60, 100]\n'
-                    '[set]\n"run.duration_s" = 1800\n')
+    spec.write_text(f'name = "res"\nscenarios = ["{SMOKE}"]\nseeds = [1, 2]\n[grid]\n"cell.nodes" = [60, 100]\n'
+                    '[set]\n"run.duration_s" = 600\n')
+    n = 4                                  # 2 points x 2 seeds
     out = tmp_path / "sweep"
     argv = [sys.executable, "-m", "cellbed.cli.main", "sweep", str(spec), "--out", str(out), "--workers", "1",
             "--no-report"]
@@ -140,7 +144,7 @@ async def test_sigterm_then_rerun_runs_only_the_missing_runs(tmp_path):
     await wait_until(no_run_left, 30, "no process of the stopped sweep")
     done = {f for f in run_folders(out) if last_kind(f) == "run_completed"}
     stopped = {f for f in run_folders(out) if last_kind(f) != "run_completed"}
-    assert 1 <= len(done) < 6 and len(stopped) <= 1                      # one worker: one run in flight
+    assert 1 <= len(done) < n and len(stopped) <= 1                      # one worker: one run in flight
     assert all(last_kind(f) == "run_failed" for f in stopped)
     print(f"\nafter SIGTERM: {len(done)} completed, {len(stopped)} interrupted")
     before = {f: ((f / "events.jsonl").stat().st_mtime_ns, (f / "ticks.csv").stat().st_mtime_ns,
@@ -149,24 +153,24 @@ async def test_sigterm_then_rerun_runs_only_the_missing_runs(tmp_path):
     q = subprocess.run(argv + ["--json"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert q.returncode == 0, q.stderr
     res = json.loads(q.stdout)
-    assert (res["skipped"], res["ran"], res["failed"]) == (len(done), 6 - len(done), [])
+    assert (res["skipped"], res["ran"], res["failed"]) == (len(done), n - len(done), [])
     ran = {out / k for k in res["runs"]}
     assert ran == set(run_folders(out)) - done and stopped <= ran
-    assert f"{6 - len(done)} of 6 runs to do ({len(done)} already done)" in q.stderr
+    assert f"{n - len(done)} of {n} runs to do ({len(done)} already done)" in q.stderr
     for f, stamp in before.items():             # the completed runs were not touched
         assert ((f / "events.jsonl").stat().st_mtime_ns, (f / "ticks.csv").stat().st_mtime_ns,
                 hashlib.sha256((f / "ticks.csv").read_bytes()).hexdigest()) == stamp, f
-    assert all(last_kind(f) == "run_completed" for f in run_folders(out)) and len(run_folders(out)) == 6
+    assert all(last_kind(f) == "run_completed" for f in run_folders(out)) and len(run_folders(out)) == n
     # a third time: nothing to do, and no cluster started
     r = cellctl("sweep", str(spec), "--out", str(out), "--no-report", "--json")
-    assert r.returncode == 0 and (json.loads(r.stdout)["skipped"], json.loads(r.stdout)["ran"]) == (6, 0), r.stderr
+    assert r.returncode == 0 and (json.loads(r.stdout)["skipped"], json.loads(r.stdout)["ran"]) == (n, 0), r.stderr
     assert json.loads(r.stdout)["cluster"] == ""
 
 
 async def test_a_failed_run_is_retried_once_reported_and_the_others_finish(tmp_path):
     spec = tmp_path / "fail.toml"
     spec.write_text(f'name = "fail"\nscenarios = ["{SMOKE}"]\nseeds = [1, 2, 3]\n'
-                    '[set]\n"run.duration_s" = 600\n"cell.nodes" = 60\n')
+                    '[set]\n"run.duration_s" = 300\n"cell.nodes" = 60\n')
     out = tmp_path / "sweep"
     logs = out / "sweep-logs" / "smoke" / "default"
     p = subprocess.Popen([sys.executable, "-m", "cellbed.cli.main", "sweep", str(spec), "--out", str(out),

@@ -19,6 +19,7 @@ def run(*cmd: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ANSIBLE_DIR, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow      # ansible-lint: 25-50 s of CPU, the full suite and not --quick (issue 27)
 def test_ansible_lint_passes_with_the_production_profile():
     t0 = time.monotonic()
     r = run(os.path.join(BIN, "ansible-lint"), "--offline", "--profile", "production", "--nocolor", "-f", "pep8")
