@@ -3,7 +3,7 @@
 
   bench_masb.py candidates [--nodes 12500] [--n 2000]   GetCandidateNodes latency, p50/p99
   bench_masb.py scs [--tasks 20] [--n 500]              SCS (Tabu Search) latency, p50/p99
-  bench_masb.py model --nodes 500 --hours 2             simulated hours per wall-clock minute, peak RSS
+  bench_masb.py model --nodes 500 --hours 2 [--seed 3]  simulated hours per wall-clock minute, peak RSS
   bench_masb.py realcell [--cycles 10]                  real cell: overload detected -> migration started
 
 Results are appended as markdown to --out (default: print only).
@@ -102,7 +102,7 @@ def bench_scs(args) -> str:
 
 
 def bench_model(args) -> str:
-    p = ModelCellParams(nodes=args.nodes, duration_s=args.hours * 3600, seed=3, overload_share=0.1,
+    p = ModelCellParams(nodes=args.nodes, duration_s=args.hours * 3600, seed=args.seed, overload_share=0.1,
                         overload_factor=2.0, overload_at_s=min(1800, args.hours * 1800))
     w = time.perf_counter()
     s = run_virtual(ModelCell(p).run())
@@ -196,6 +196,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--tasks", type=int, default=20)
     ap.add_argument("--hours", type=float, default=2.0)
+    ap.add_argument("--seed", type=int, default=3, help="model: the run's seed (tests/component/test_masb_scale.py: 11)")
     ap.add_argument("--cycles", type=int, default=10)
     ap.add_argument("--out", default="")
     args = ap.parse_args()

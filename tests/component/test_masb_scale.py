@@ -5,7 +5,7 @@ duplicated, and the negotiation statistics are reported (printed with -s).
 Sizes (issue 27): the first simulated hour of the acceptance's two-hour run (overload injected at
 30 min, the last 10 minutes, 20–30 min after the injection, measured). The run is deterministic
 and a shorter duration only truncates it: the 1-hour run's ticks are the 2-hour run's first 60,
-tick for tick. The two hours are ``scripts/bench_masb.py model --nodes 500 --hours 2`` (it prints
+tick for tick. The two hours are ``scripts/bench_masb.py model --nodes 500 --hours 2 --seed 11`` (it prints
 the same end state). Measured at seed 11, two hours: the overload shed within 6 minutes (at most
 1 overloaded host, at 34 min; 0 from 35 min to the end), ~2 migrations a minute after that, so
 the second hour added nothing the assertions look at; at one hour: 111 migrations after the

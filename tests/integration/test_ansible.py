@@ -54,8 +54,7 @@ from tests.integration.ansible_kit import (ANSIBLE_DIR, PLAYBOOK, SSHD_RECORDS, 
                                           files_below, recap, snapshot_source)
 from tests.integration.conftest import REPO, _can_run_cells
 
-# beside tier 1 (./cellbed.sh test): minutes of ansible-playbook that assert outcomes, not timings
-pytestmark = [pytest.mark.integration, pytest.mark.overlap]
+pytestmark = pytest.mark.integration
 
 CELL, SUBNET, DASK_PORT = "ans", "10.231.30.0/24", 8786
 SMOKE = Path(REPO) / "scenarios" / "smoke.toml"
