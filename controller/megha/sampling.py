@@ -336,15 +336,17 @@ class SamplingScheduler:
             self._reprobe(name)
 
     def claim(self, req: meghapb.ClaimTaskRequest) -> meghapb.ClaimTaskResponse:
-        if req.task not in self.unbound:
+        item = self.tasks.get(req.task)
+        if req.task not in self.unbound or item is None:
             self.counters["claims_refused"] += 1
             return meghapb.ClaimTaskResponse(granted=False)
         self.unbound.discard(req.task)
         self.counters["claims_granted"] += 1
-        return meghapb.ClaimTaskResponse(granted=True, task=self.tasks[req.task][0])
+        return meghapb.ClaimTaskResponse(granted=True, task=item[0])
 
     def report(self, ev: meghapb.TaskEvent) -> None:
         item = self.tasks.pop(ev.name, None)
+        self.unbound.discard(ev.name)      # an ended task is claimable no more (a claim of it was INTERNAL)
         if item is None:
             return
         task, clk = item
