@@ -34,6 +34,12 @@ def page(model_run, tmp_path_factory):
     with ub.UiProcess([str(model_run), str(COMPARE), "--no-live"]) as ui:
         d = ub.chromium(ub.fresh_profile(tmp))
         try:
+            # Log in once (the token URL sets the session cookie), so that each test stands alone in
+            # any order: the compare view opens the URL without its token (issue 27's randomized
+            # run, seed 2711, ran it first and saw 401s). The login's console is drained here.
+            d.get(ui.url)
+            ub.wait(d, lambda d: d.execute_script("return 'hosts-painted' in window.cellbed.marks"), 60, "the login")
+            ub.console_errors(d)
             yield d, ui
         finally:
             d.quit()
