@@ -60,6 +60,8 @@ class TaskEvents:
                     self._counters["started_while_queued"] += 1
                 elif gt.state == STARTING:
                     self.started(gt, ev)
+                elif gt.state == RUNNING and gt.allocation is None and ev.placement.lm == gt.placement.lm:
+                    self.started(gt, ev)   # found running by this GM after its restart: the start time
             elif k == meghapb.TASK_EVENT_KIND_FINISHED:
                 if gt is not None and gt.state in (STARTING, RUNNING):
                     gt.state = FINISHED

@@ -14,7 +14,7 @@ from collections import Counter
 from cellbed.controller.megha.gm_events import TaskEvents
 from cellbed.controller.megha.gm_links import LmLinks
 from cellbed.controller.megha.gm_table import TaskTable
-from cellbed.controller.megha.gm_task import LM_DOWN, QUEUED, RUNNING, STARTING, GmTask
+from cellbed.controller.megha.gm_task import LM_DOWN, QUEUED, STARTING, GmTask
 from cellbed.controller.megha.gm_view import ViewKeeper
 from cellbed.controller.megha.params import GmParams
 from cellbed.controller.megha.gm_explain import PlacementExplanation
@@ -150,10 +150,18 @@ class Placer:
             if r.found:
                 rec = r.found[0]
                 gt.unsure.clear()
-                gt.state = RUNNING if rec.state == meghapb.TASK_STATE_RUNNING else STARTING
+                self._counters["found_after_timeout"] += 1
+                if gt.state != QUEUED:          # its event came while the LM was asked: already applied
+                    return "placed"
+                # STARTING even if the LM runs it already: RUNNING comes with the LM's STARTED event,
+                # which carries the start time the allocation record needs (the LM resends it until
+                # acknowledged); one that came while the lost request was in flight is applied now
+                gt.state = STARTING
                 gt.placement = meghapb.Placement(lm=lm, host=rec.host, partition=rec.partition, repartitioned=rec.logical)
                 self._table.unpersist(gt.name)
-                self._counters["found_after_timeout"] += 1
+                if gt.early is not None:
+                    ev, gt.early = gt.early, None
+                    self._events.started(gt, ev)
                 return "placed"
             gt.unsure.discard(lm)
         return "free"

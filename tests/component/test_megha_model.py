@@ -18,7 +18,7 @@ from cellbed.model.cell import ModelCell
 from cellbed.model.megha import MeghaFront, megha_users
 from cellbed.model.megha import megha_cell as ModelCellConfig
 from cellbed.model.simulate import simulate
-from cellbed.controller.megha.params import GmParams, LmParams
+from cellbed.controller.megha.params import LmParams
 from cellbed.controller.megha.workload import ArrivalConfig, arrivals
 from cellbed.runtime.clock import run_virtual
 from cellbed.v1 import megha_pb2 as meghapb, node_pb2 as npb
@@ -227,41 +227,6 @@ def test_a_preempted_task_is_requeued_and_runs_again():
     assert st_p.state == QUEUED and st_p.preemptions == 1 and st_p.queue_position == 1
     assert st_again.state == RUNNING and st_again.preemptions == 1
     assert queues["fair"].preemption_attempts == 1 and queues["fair"].preemptions == 1
-
-
-class LosesReplies:
-    """Fault injection: the LM does the work, but the GM's first *n* Launch calls time out."""
-
-    def __init__(self, inner, n: int) -> None:
-        self.inner, self.n = inner, n
-
-    async def request(self, target, method, msg, timeout=10.0):
-        reply = await self.inner.request(target, method, msg, timeout)
-        if method == "LocalMaster/Launch" and self.n > 0:
-            self.n -= 1
-            raise errors.DeadlineExceeded(f"{target} {method}: no reply within {timeout:g} s (injected)")
-        return reply
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
-def test_a_task_whose_launch_reply_is_lost_is_not_placed_twice():
-    """The LM accepted and started the task but the GM never heard: before placing it anywhere
-    else the GM asks that LM (FindTasks) and finds it there."""
-    cfg = ModelCellConfig(frontend="megha", nodes=4, node_cpu=2.0, gms=1, lms=2, seed=8)
-
-    async def body(cell):
-        gm = cell.gms["gm1"]
-        gm.transport = LosesReplies(gm.transport, 1)
-        st = await submit(cell, task("lost", "u1", cpu=1.0), wait_s=10)
-        await vwait(cell, lambda: gm.tasks["lost"].state == RUNNING, 30, "the task known as running")
-        return st, running_on(cell), dict(gm.counters), {n: dict(a.counters) for n, a in cell.lms.items()}
-    st, where, gmc, lmc = in_cell(cfg, body)
-    assert list(where) == ["lost"]                                        # exactly one VM
-    assert sum(c.get("launches", 0) + c.get("repartitions", 0) for c in lmc.values()) == 1
-    assert gmc["lm_unavailable"] == 1
-    assert gmc.get("found_after_timeout", 0) + gmc.get("started_while_queued", 0) == 1, gmc
 
 
 # --- availability ----------------------------------------------------------------------------------------------------
