@@ -146,6 +146,12 @@ class Initiator:
                 gone = name not in self.view.vms
                 self.ledger.finish(neg, "cancelled" if gone else "failed", "the task ended" if gone else str(exc))
             return False
+        except Exception as exc:    # a bug: the negotiation ends all the same, or the task could never move again
+            self.counters["negotiation_errors"] += 1
+            log.exception("%s: negotiation %s for %s failed", self.host, neg.san_id, name)
+            if neg.state == "active":
+                self.ledger.finish(neg, "failed", f"internal error: {exc!r}")
+            return False
 
     async def negotiate_now(self, name: str) -> masbpb.Negotiation:
         """NegotiateTask: a negotiation for *name* now, as an operator asks (no overload needed)."""

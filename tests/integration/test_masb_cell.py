@@ -148,16 +148,28 @@ async def test_overloaded_host_sheds_load_by_san_and_live_migration(masb_cell):
     # no host stays overloaded, and nothing is in flight: a VM still moving is listed as
     # migrating (out on its source, in on its destination while verified there), so where each
     # VM runs can be read only once the cell is quiet
+    seen = {}
+
     async def settled():
         states = [(await call(cell, h, "GetHostState", npb.GetHostStateRequest())).state for h in cell["hosts"]]
-        over = [s.host for s in states if s.cpu_used_cores > MAX_UTIL * HOST_CPU]
-        moving = [s.host for s in states if s.migrations_in or s.migrations_out]
-        negotiating = []
+        seen["cpu used"] = {s.host: round(s.cpu_used_cores, 3) for s in states}
+        seen["over"] = [s.host for s in states if s.cpu_used_cores > MAX_UTIL * HOST_CPU]
+        seen["moving"] = [s.host for s in states if s.migrations_in or s.migrations_out]
+        seen["negotiating"] = []
         for h in cell["hosts"]:
             negs = (await san_request(cell, h, "San/ListNegotiations", masbpb.ListNegotiationsRequest())).negotiations
-            negotiating += [(h, n.vm) for n in negs if not n.ended_unix_s]
-        return states if not (over or moving or negotiating) else None
-    await wait_until(settled, 180, "no host above max_util and no SAN or migration under way")
+            seen["negotiating"] += [(h, n.vm, n.state, [s.kind for s in n.steps]) for n in negs if not n.ended_unix_s]
+        return states if not (seen["over"] or seen["moving"] or seen["negotiating"]) else None
+    try:
+        await wait_until(settled, 180, "no host above max_util and no SAN or migration under way")
+    except BaseException:   # say which of the three held, and the migrations so far
+        print("last seen:", seen)
+        for h in cell["hosts"]:
+            for r in (await call(cell, h, "ListMigrations", npb.ListMigrationsRequest())).records:
+                if r.src == h:
+                    print(f"migration {r.vm} {r.src}->{r.dst} {npb.MigrationOutcome.Name(r.outcome)} "
+                          f"at {r.start_unix_s:.1f}: {r.detail[:120]}")
+        raise
     # no VM lost or duplicated, and each one is where its migration records say it went
     loc = await where(cell)
     recs = []

@@ -147,3 +147,33 @@ def test_the_gpa_accept_rule_keeps_cpu_statistics_and_the_sum_rule_does_not():
     assert stats and samples >= 2 and not may_skip
     samples, _, stats = run_virtual(main("sum"))
     assert not stats and samples == 0
+
+
+class Broken:
+    """Steps that fail with a bug (not a CellbedError)."""
+
+    async def run(self, neg, name):
+        raise KeyError("planted")
+
+
+def test_a_negotiation_that_fails_with_a_bug_is_ended_and_the_task_can_be_negotiated_again():
+    """Before, only CellbedError ended it: any other exception left the ledger entry active for
+    good, so the task was never negotiated again and the cell never looked settled."""
+    async def main():
+        env = assembly.model_env(1)
+        h1 = await host(env, "h1")
+        await h1.start_vm(VmSpec(name="vm1", mem_mib=256, vcpus=1, cpu_load=0.1, wss_mib=64))
+        san, _ = assembly.build_san(env, h1, SanConfig(report_period_s=3600.0), [], "cell")
+        san.start()
+        await env.clock.sleep(15.0)                    # the SAN's view holds vm1
+        real_steps, san.initiator.steps = san.initiator.steps, Broken()
+        moved = await san.initiator.negotiate("vm1", "planted")
+        out = moved, san.ledger.last_of("vm1"), san.ledger.is_active("vm1"), dict(san.counters)
+        san.initiator.steps = real_steps
+        await san.stop()
+        await h1.stop()
+        return out
+    moved, neg, active, counters = run_virtual(main())
+    assert moved is False and not active
+    assert neg.state == "failed" and neg.ended_unix_s > 0 and "KeyError('planted')" in neg.steps[-1].detail
+    assert counters["negotiation_errors"] == 1
