@@ -45,6 +45,10 @@ def register_event_loop() -> None:
         _aio_registered = True
 
 
+class MetadataUnreadable(Exception):
+    """libvirt listed a domain but could not say now whether it carries Cellbed metadata."""
+
+
 # --- error classification (the one place) -------------------------------------------
 _NOT_FOUND = {libvirt.VIR_ERR_NO_DOMAIN}
 _INVALID = {libvirt.VIR_ERR_INVALID_ARG, libvirt.VIR_ERR_XML_ERROR, libvirt.VIR_ERR_CONFIG_UNSUPPORTED,
@@ -200,18 +204,27 @@ class LibvirtBackend:
 
     # --- inventory and measurement ---------------------------------------------------
     def _spec_of(self, dom: libvirt.virDomain) -> VmSpec | None:
+        """The Cellbed spec in *dom*'s metadata; None if it has none (not ours). Only that answer
+        is cached: an error that is not "no such metadata" (libvirtd restarting, a connection
+        closing) raises MetadataUnreadable and is asked again at the next listing. (Cached as "not
+        ours", a chaos run's VM that arrived while libvirtd restarted was never seen again.)"""
         uuid = dom.UUIDString()
         if uuid not in self._spec_cache:
             try:
-                self._spec_cache[uuid] = domxml.spec_from_metadata(
-                    dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domxml.METADATA_NS, 0))
+                xml = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domxml.METADATA_NS, 0)
             except libvirt.libvirtError as e:
-                if e.get_error_code() in _NOT_FOUND:
+                code = e.get_error_code()
+                if code in _NOT_FOUND:
                     raise
-                self._spec_cache[uuid] = None  # not ours: no metadata
-            except (ValueError, TypeError, ET.ParseError):
-                log.warning("domain %s has unreadable Cellbed metadata; ignoring it", dom.name())
-                self._spec_cache[uuid] = None
+                if code != libvirt.VIR_ERR_NO_DOMAIN_METADATA:
+                    raise MetadataUnreadable(f"metadata of {dom.name()}: {e}") from e
+                self._spec_cache[uuid] = None  # not ours: no Cellbed metadata
+            else:
+                try:
+                    self._spec_cache[uuid] = domxml.spec_from_metadata(xml)
+                except (ValueError, TypeError, ET.ParseError):
+                    log.warning("domain %s has unreadable Cellbed metadata; ignoring it", dom.name())
+                    self._spec_cache[uuid] = None
         return self._spec_cache[uuid]
 
     def _list_blocking(self) -> list[DomainSample]:
@@ -219,9 +232,13 @@ class LibvirtBackend:
                 | libvirt.VIR_DOMAIN_STATS_BALLOON | libvirt.VIR_DOMAIN_STATS_DIRTYRATE)
         out = []
         for dom, st in self.conn.getAllDomainStats(what, 0):
+            unreadable = False
             try:  # a domain may vanish between listing and inspection: skip it
-                spec = self._spec_of(dom)
                 name = dom.name()
+                spec = self._spec_of(dom)
+            except MetadataUnreadable as e:
+                log.warning("%s; listed as present, read again next time", e)
+                spec, unreadable = None, True
             except libvirt.libvirtError as e:
                 if e.get_error_code() in _NOT_FOUND:
                     continue
@@ -234,7 +251,7 @@ class LibvirtBackend:
             out.append(DomainSample(name=name, state=state, reason=reason, spec=spec,
                                     cpu_time_ns=int(st.get("cpu.time", 0)),
                                     rss_bytes=int(st.get("balloon.rss", 0)) * 1024,
-                                    dirty_rate_mib_s=dirty, incoming=incoming))
+                                    dirty_rate_mib_s=dirty, incoming=incoming, unreadable=unreadable))
             if self.measure_dirty_rate and spec is not None and state is DomState.RUNNING:
                 with contextlib.suppress(libvirt.libvirtError):
                     dom.startDirtyRateCalc(1, 0)

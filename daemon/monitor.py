@@ -86,6 +86,8 @@ class Monitor:
         vms = st.vms
         for d in doms:
             if d.spec is None:
+                if d.unreadable:
+                    seen.add(d.name)   # there, but not readable now: neither vanished nor adopted yet
                 continue  # not a Cellbed domain
             seen.add(d.name)
             e = vms.get(d.name)

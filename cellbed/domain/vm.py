@@ -126,6 +126,7 @@ class DomainSample:
     rss_bytes: int = 0
     dirty_rate_mib_s: float = -1.0  # -1: not measured
     incoming: bool = False       # paused waiting for an incoming migration to finish
+    unreadable: bool = False     # listed, but whether it is ours could not be read now (libvirtd restarting)
 
 
 class TimeoutPolicy(str, enum.Enum):
