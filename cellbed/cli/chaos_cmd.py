@@ -67,6 +67,9 @@ async def cmd_chaos(args) -> None:
                 "started_unix_s": time.time()}
     rows = await camp.run(steps)
     manifest["finished_unix_s"] = time.time()
+    manifest["steps_run"] = len(rows)
+    if camp.stopped_after:
+        manifest["stopped_after_step"] = camp.stopped_after   # the cell did not settle after it
     print(chaos_report.write(out, rows, manifest))
     print(f"results in {out}")
     if camp.violations:
