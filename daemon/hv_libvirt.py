@@ -288,6 +288,24 @@ class LibvirtBackend:
         except errors.CellbedError as e:
             raise errors.Unavailable(str(e)) from e
 
+    async def destroy_on(self, uuid: str, uri: str) -> None:
+        """Destroy and undefine the domain with *uuid* on another host's libvirt (*uri*): a copy
+        left running there by a migration whose source kept the guest. Absent already is done."""
+        def blocking():
+            conn = libvirt.open(uri)
+            try:
+                dom = conn.lookupByUUIDString(uuid)
+                if dom.isActive():
+                    dom.destroy()
+                if dom.isPersistent():
+                    dom.undefine()
+            finally:
+                conn.close()
+        try:
+            await self._call(f"destroy {uuid} on {uri}", blocking)
+        except errors.NotFound:
+            pass
+
     async def postcopy_resume(self, name: str, dest_uri: str, opts: MigrationOptions) -> None:
         """Resume an interrupted post-copy migration (VIR_MIGRATE_POSTCOPY_RESUME)."""
         flags, params, _ = self._flags(dataclasses.replace(opts, postcopy=True))

@@ -114,6 +114,11 @@ class Reconciler:
             return None
         if d is Decision.ON_SOURCE:
             return await self._conclude_on_source(o, rec, src)
+        if d is Decision.DUPLICATED and await self._destroy_copy_on_dest(o, dst):
+            rec.detail = (rec.detail + "; " if rec.detail else "") + (
+                f"the guest ran on {o.peer} too ({dst.detail}; its libvirtd lost the end of the switch-over): "
+                "that copy was destroyed")
+            return await self._conclude_on_source(o, rec, src)
         if d is Decision.ON_DEST:
             if not rec.data_total_bytes and hasattr(self._hv, "dest_completed_stats"):   # libvirt finished it alone
                 fill_stats(rec, await self._hv.dest_completed_stats(o.vm, o.peer_uri))
@@ -158,6 +163,19 @@ class Reconciler:
         await self._handover.release_remote(o.peer, o.mid, o.vm)
         self._history.final(rec)
         return rec
+
+    async def _destroy_copy_on_dest(self, o: Outgoing, dst: Seen) -> bool:
+        """The guest runs here and on the destination: destroy the destination's copy (this one
+        is kept, as libvirt resumed it). False if that cannot be done now (DUPLICATED, named)."""
+        try:
+            await self._hv.destroy_on(o.uuid, o.peer_uri)
+        except errors.CellbedError as e:
+            log.error("migration %s: %s runs here and on %s (%s), and destroying that copy failed: %s",
+                      o.mid, o.vm, o.peer, dst.detail, e)
+            return False
+        log.warning("migration %s: %s ran here and on %s (%s); that copy was destroyed, this one kept",
+                    o.mid, o.vm, o.peer, dst.detail)
+        return True
 
     async def _observe(self, o: Outgoing) -> tuple[Seen, Seen, DomState | None]:
         try:

@@ -79,7 +79,7 @@ def test_a_journal_without_a_folder_is_disabled(tmp_path):
     (Seen(U), Seen(R), False, Decision.WAIT),                    # our libvirtd is down
     (Seen(R), Seen(A), False, Decision.ON_SOURCE),
     (Seen(R), Seen(P), False, Decision.ON_SOURCE),               # a stale incoming copy: libvirt drops it
-    (Seen(R), Seen(U), False, Decision.ON_SOURCE),
+    (Seen(R), Seen(U), False, Decision.WAIT),                    # it may have resumed the guest too (seed 4)
     (Seen(R), Seen(R), False, Decision.DUPLICATED),
     (Seen(P), Seen(R), False, Decision.ON_DEST),                 # switched over; our paused copy is stale
     (Seen(P), Seen(A), False, Decision.ON_SOURCE),               # resume it here

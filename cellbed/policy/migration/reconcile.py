@@ -9,8 +9,9 @@ source domain             destination domain             decision
 ========================  =============================  ==================================
 a job still running       any                            WAIT (libvirt is still migrating)
 libvirtd unreachable      any                            WAIT
-running                   running                        DUPLICATED (named; operator hint)
+running                   running                        DUPLICATED (the copy there is destroyed)
 running                   absent, paused, shut off       ON_SOURCE (FAILED or ABORTED)
+running                   libvirtd unreachable           WAIT (it may have resumed the guest)
 paused: post-copy (failed) paused: post-copy (failed)    POSTCOPY_RECOVER, once; then POSTCOPY_FAILED
 paused (other)            running                        ON_DEST (verify there)
 paused (other)            absent, paused, shut off       ON_SOURCE, resume the guest here
@@ -22,6 +23,13 @@ absent or shut off        libvirtd unreachable           WAIT
 
 ON_DEST asks the destination daemon to verify the guest (FinishIncoming, idempotent): the
 record says SUCCEEDED only if the guest is alive and intact there.
+
+The guest runs on both ends when the destination's libvirtd dies after it resumed the guest but
+before its answer reached the source, whose libvirt then resumes its own copy (libvirt's
+peer-to-peer handshake cannot tell the two apart). The source's copy is kept (libvirt's verdict:
+the migration failed), the destination's is destroyed, and the record says FAILED with both
+copies named; only if that destroy fails is the outcome DUPLICATED, with the operator's hint. So a
+running source never concludes while the destination's libvirtd does not answer.
 """
 from __future__ import annotations
 
@@ -70,6 +78,8 @@ def decide(src: Seen, dst: Seen, postcopy_resume_tried: bool = False) -> Decisio
     if src.job or src.where is Where.UNKNOWN:
         return Decision.WAIT
     if src.where is Where.RUNNING:
+        if dst.where is Where.UNKNOWN:
+            return Decision.WAIT
         return Decision.DUPLICATED if dst.where is Where.RUNNING else Decision.ON_SOURCE
     if src.where is Where.POSTCOPY or dst.where is Where.POSTCOPY:
         if dst.where is Where.RUNNING:
