@@ -17,13 +17,18 @@ from cellbed.domain.vm import DomainSample, DomState, VmSpec
 from cellbed.runtime.clock import run_virtual
 
 
+async def host_with_vm_a():
+    """A model host, not started (the test takes its samples), running vm-a, sampled once."""
+    env = assembly.model_env(0)
+    h = await assembly.model_host(env, assembly.model_config("h1", 8.0, 16384), start=False)
+    await h.agent.start_vm(VmSpec(name="vm-a", mem_mib=512, vcpus=1, cpu_load=0.5, wss_mib=256))
+    await h.agent.sample()
+    return env, h.agent
+
+
 def test_a_vm_started_during_a_listing_is_not_dropped_as_vanished():
     async def main():
-        env = assembly.model_env(0)
-        h = await assembly.model_host(env, assembly.model_config("h1", 8.0, 16384), start=False)
-        agent = h.agent
-        await agent.start_vm(VmSpec(name="vm-a", mem_mib=512, vcpus=1, cpu_load=0.5, wss_mib=256))
-        await agent.sample()
+        env, agent = await host_with_vm_a()
         listed, go_on = asyncio.Event(), asyncio.Event()
         plain_list = agent.hv.list
 
@@ -108,11 +113,7 @@ def test_no_metadata_is_cached_as_not_ours():
 
 def test_a_vm_listed_unreadable_is_neither_dropped_nor_adopted_and_kept_when_readable_again():
     async def main():
-        env = assembly.model_env(0)
-        h = await assembly.model_host(env, assembly.model_config("h1", 8.0, 16384), start=False)
-        agent = h.agent
-        await agent.start_vm(VmSpec(name="vm-a", mem_mib=512, vcpus=1, cpu_load=0.5, wss_mib=256))
-        await agent.sample()
+        env, agent = await host_with_vm_a()
         plain_list = agent.hv.list
 
         async def unreadable_list():
