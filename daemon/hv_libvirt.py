@@ -3,7 +3,9 @@
 Every blocking libvirt call runs in a dedicated thread pool, so the asyncio daemon stays
 responsive; libvirt's own events (job completed, lifecycle) arrive on the asyncio loop
 through libvirtaio, which is registered before any connection is opened. libvirt errors
-are classified into the project's hierarchy in one place: classify().
+are classified into the project's hierarchy in one place: classify() in libvirt_codes.py, the
+table of what libvirt's error, state and reason codes mean (the one other module that may
+import libvirt, for its constants).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from cellbed.domain.vm import (DomainSample, DomState, MigrationOptions, Migrati
                                ProgressCallback, VmSpec, version_text)
 from cellbed.policy.migration.timeout import Action, JobWatch, needs_postcopy_flag
 from cellbed.daemon.job_watch import watch_job
+from cellbed.daemon.libvirt_codes import NOT_FOUND, classify, state_of
 
 log = logging.getLogger(__name__)
 
@@ -47,59 +50,6 @@ def register_event_loop() -> None:
 
 class MetadataUnreadable(Exception):
     """libvirt listed a domain but could not say now whether it carries Cellbed metadata."""
-
-
-# --- error classification (the one place) -------------------------------------------
-_NOT_FOUND = {libvirt.VIR_ERR_NO_DOMAIN}
-_INVALID = {libvirt.VIR_ERR_INVALID_ARG, libvirt.VIR_ERR_XML_ERROR, libvirt.VIR_ERR_CONFIG_UNSUPPORTED,
-            libvirt.VIR_ERR_XML_DETAIL}
-_PRECONDITION = {libvirt.VIR_ERR_OPERATION_INVALID, libvirt.VIR_ERR_OPERATION_DENIED,
-                 libvirt.VIR_ERR_OPERATION_UNSUPPORTED, libvirt.VIR_ERR_NO_SUPPORT,
-                 libvirt.VIR_ERR_MIGRATE_UNSAFE, libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED}
-_UNAVAILABLE = {libvirt.VIR_ERR_SYSTEM_ERROR, libvirt.VIR_ERR_RPC, libvirt.VIR_ERR_NO_CONNECT,
-                libvirt.VIR_ERR_INVALID_CONN, libvirt.VIR_ERR_AUTH_FAILED}
-
-
-def classify(err: libvirt.libvirtError, what: str) -> errors.CellbedError:
-    code = err.get_error_code()
-    msg = f"{what}: {err.get_error_message() or err}"
-    for codes, cls in ((_NOT_FOUND, errors.NotFound), ({libvirt.VIR_ERR_DOM_EXIST}, errors.AlreadyExists),
-                       (_INVALID, errors.InvalidArgument), ({libvirt.VIR_ERR_OPERATION_ABORTED}, errors.MigrationFailed),
-                       (_PRECONDITION, errors.FailedPrecondition), (_UNAVAILABLE, errors.Unavailable),
-                       ({libvirt.VIR_ERR_OPERATION_TIMEOUT}, errors.DeadlineExceeded)):
-        if code in codes:
-            return cls(msg)
-    return errors.HypervisorError(msg)
-
-
-_STATE = {
-    libvirt.VIR_DOMAIN_RUNNING: DomState.RUNNING, libvirt.VIR_DOMAIN_BLOCKED: DomState.RUNNING,
-    libvirt.VIR_DOMAIN_PAUSED: DomState.PAUSED, libvirt.VIR_DOMAIN_SHUTDOWN: DomState.RUNNING,
-    libvirt.VIR_DOMAIN_SHUTOFF: DomState.SHUTOFF, libvirt.VIR_DOMAIN_CRASHED: DomState.CRASHED,
-}
-_PAUSED_REASON = {
-    libvirt.VIR_DOMAIN_PAUSED_MIGRATION: "migration", libvirt.VIR_DOMAIN_PAUSED_STARTING_UP: "starting up",
-    libvirt.VIR_DOMAIN_PAUSED_POSTCOPY: "post-copy", libvirt.VIR_DOMAIN_PAUSED_POSTCOPY_FAILED: "post-copy failed",
-    libvirt.VIR_DOMAIN_PAUSED_CRASHED: "panicked", libvirt.VIR_DOMAIN_PAUSED_USER: "user",
-    libvirt.VIR_DOMAIN_PAUSED_IOERROR: "I/O error",
-}
-_RUNNING_REASON = {
-    libvirt.VIR_DOMAIN_RUNNING_MIGRATED: "migrated", libvirt.VIR_DOMAIN_RUNNING_BOOTED: "booted",
-    libvirt.VIR_DOMAIN_RUNNING_UNPAUSED: "unpaused", libvirt.VIR_DOMAIN_RUNNING_POSTCOPY: "post-copy",
-    libvirt.VIR_DOMAIN_RUNNING_MIGRATION_CANCELED: "migration canceled",
-}
-
-
-def _state(state: int, reason: int) -> tuple[DomState, str]:
-    st = _STATE.get(state, DomState.OTHER)
-    if st is DomState.CRASHED:
-        return st, "panicked" if reason == libvirt.VIR_DOMAIN_CRASHED_PANICKED else "unknown"
-    if st is DomState.PAUSED:
-        crashed = reason == libvirt.VIR_DOMAIN_PAUSED_CRASHED
-        return DomState.CRASHED if crashed else st, _PAUSED_REASON.get(reason, f"reason {reason}")
-    if st is DomState.RUNNING:
-        return st, _RUNNING_REASON.get(reason, f"reason {reason}")
-    return st, f"reason {reason}"
 
 
 class LibvirtBackend:
@@ -214,7 +164,7 @@ class LibvirtBackend:
                 xml = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domxml.METADATA_NS, 0)
             except libvirt.libvirtError as e:
                 code = e.get_error_code()
-                if code in _NOT_FOUND:
+                if code in NOT_FOUND:
                     raise
                 if code != libvirt.VIR_ERR_NO_DOMAIN_METADATA:
                     raise MetadataUnreadable(f"metadata of {dom.name()}: {e}") from e
@@ -240,10 +190,10 @@ class LibvirtBackend:
                 log.warning("%s; listed as present, read again next time", e)
                 spec, unreadable = None, True
             except libvirt.libvirtError as e:
-                if e.get_error_code() in _NOT_FOUND:
+                if e.get_error_code() in NOT_FOUND:
                     continue
                 raise
-            state, reason = _state(st.get("state.state", 0), st.get("state.reason", 0))
+            state, reason = state_of(st.get("state.state", 0), st.get("state.reason", 0))
             dirty = -1.0
             if st.get("dirtyrate.calc_status") == libvirt.VIR_DOMAIN_DIRTYRATE_MEASURED:
                 dirty = float(st.get("dirtyrate.megabytes_per_second", -1))
@@ -262,7 +212,7 @@ class LibvirtBackend:
 
     async def domain_state(self, name: str) -> tuple[DomState, str]:
         def blocking():
-            return _state(*self.conn.lookupByName(name).state())
+            return state_of(*self.conn.lookupByName(name).state())
         return await self._call(f"state of {name}", blocking)
 
     async def domain_uuid(self, name: str) -> str:
@@ -274,7 +224,7 @@ class LibvirtBackend:
             conn = libvirt.open(uri) if uri else self.conn
             try:
                 dom = conn.lookupByUUIDString(uuid)
-                st, why = _state(*dom.state())
+                st, why = state_of(*dom.state())
                 job = not uri and st is not DomState.SHUTOFF and dom.jobInfo()[0] in (
                     libvirt.VIR_DOMAIN_JOB_BOUNDED, libvirt.VIR_DOMAIN_JOB_UNBOUNDED)
                 return st, why, job
