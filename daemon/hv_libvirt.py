@@ -70,10 +70,20 @@ class LibvirtBackend:
         self._versions = ("", "")
 
     # --- plumbing ------------------------------------------------------------------
-    async def _call(self, what: str, fn: Callable, *args: Any) -> Any:
+    async def _call(self, what: str, fn: Callable, *args: Any, to_the_end: bool = False) -> Any:
+        """*fn* in the pool. *to_the_end*: a cancelled caller still waits for the thread, which
+        runs on (a start whose domain appeared after its undo outlived it, adopted as a stray)."""
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+            fut = loop.run_in_executor(self._pool, functools.partial(fn, *args))
+            if not to_the_end:
+                return await fut
+            try:
+                return await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                await asyncio.wait([fut])
+                fut.cancelled() or fut.exception()       # retrieved: the caller is gone
+                raise
         except libvirt.libvirtError as e:
             err = classify(e, what)
             if isinstance(err, errors.HypervisorError) and not self._alive():
@@ -278,7 +288,7 @@ class LibvirtBackend:
                 raise
             self._spec_cache[dom.UUIDString()] = spec
         try:
-            await self._call(f"start {spec.name}", blocking)
+            await self._call(f"start {spec.name}", blocking, to_the_end=True)
         except errors.HypervisorError as e:
             raise errors.HypervisorError(f"{e} (domain XML kernel {self.image.kernel})") from e
 

@@ -7,6 +7,8 @@ tests/component/test_node_servicer.py.) Model host, virtual time.
 
 And a domain listed while libvirtd restarts (below)."""
 import asyncio
+import threading
+import types
 
 import libvirt
 
@@ -130,3 +132,44 @@ def test_a_vm_listed_unreadable_is_neither_dropped_nor_adopted_and_kept_when_rea
     during, after, state = run_virtual(main())
     assert during == ["vm-a"]                                    # before the fix: [] ("vanished")
     assert after == ["vm-a"] and state is DomState.RUNNING
+
+
+# --- a start cancelled while libvirt creates the domain (the clean-clone run's stray VM) ----------------
+# StartVm's caller gave up (a 43-s boot under load) while libvirt still defined and created the
+# domain in its thread. The node's undo ran at once, found no domain, and the domain created after
+# it survived, adopted later as nobody's VM. The backend's start now returns, cancelled, only once
+# libvirt's call has ended, so the undo that follows finds the domain and removes it.
+
+
+
+class SlowDefine:
+    """A connection whose defineXML blocks (in the backend's thread) until released."""
+
+    def __init__(self) -> None:
+        self.entered, self.release, self.order = threading.Event(), threading.Event(), []
+
+    def defineXML(self, xml):
+        self.entered.set()
+        self.release.wait()
+        self.order.append("created")
+        return types.SimpleNamespace(create=lambda: 0, UUIDString=lambda: "u-c")
+
+
+def test_a_cancelled_start_returns_only_after_libvirts_call_ended():
+    async def main():
+        b = LibvirtBackend("qemu:///system", accel="tcg", image=domxml.GuestImage("/k", "/i"), measure_dirty_rate=False)
+        conn = b._conn = SlowDefine()
+        loop = asyncio.get_running_loop()
+        task = asyncio.create_task(b.start(VmSpec(name="vm-c", mem_mib=128, vcpus=1, cpu_load=0.1)))
+        await loop.run_in_executor(None, conn.entered.wait)          # libvirt's call is under way
+        task.cancel()                                                # the caller's deadline
+        await asyncio.sleep(0)     # one loop turn: the task takes its cancellation (no time passes)
+        waited = not task.done()
+        conn.release.set()
+        try:
+            await task
+        except asyncio.CancelledError:
+            conn.order.append("returned")
+        return waited, conn.order
+    waited, order = asyncio.run(main())
+    assert waited and order == ["created", "returned"]      # before: returned at once, created after
