@@ -3,9 +3,9 @@
 Every blocking libvirt call runs in a dedicated thread pool, so the asyncio daemon stays
 responsive; libvirt's own events (job completed, lifecycle) arrive on the asyncio loop
 through libvirtaio, which is registered before any connection is opened. libvirt errors
-are classified into the project's hierarchy in one place: classify() in libvirt_codes.py, the
-table of what libvirt's error, state and reason codes mean (the one other module that may
-import libvirt, for its constants).
+are classified into the project's hierarchy in one place: classify() from libvirt_codes.py, the
+table of what libvirt's error, state and reason codes mean, by name (bound here to libvirt's
+numbers).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from cellbed.domain.vm import (DomainSample, DomState, MigrationOptions, Migrati
                                ProgressCallback, VmSpec, version_text)
 from cellbed.policy.migration.timeout import Action, JobWatch, needs_postcopy_flag
 from cellbed.daemon.job_watch import watch_job
-from cellbed.daemon.libvirt_codes import NOT_FOUND, classify, state_of
+from cellbed.daemon.libvirt_codes import Codes
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,8 @@ RETRY_MARK = "retry-with-auto-converge"  # internal: first attempt aborted, retr
 
 # libvirt's default error handler prints every error on stderr; errors are raised anyway.
 libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
+_CODES = Codes(libvirt)                 # libvirt's numbers -> the project's errors and states
+NOT_FOUND, classify, state_of = _CODES.not_found, _CODES.classify, _CODES.state_of
 
 
 def register_event_loop() -> None:

@@ -1,61 +1,62 @@
-"""What libvirt's codes mean to Cellbed: its error codes classified into the project's error
-hierarchy (classify, the one place), and its domain state and reason codes as a DomState and a
-reason word (state_of). Pure tables over libvirt's constants; the backend that calls libvirt
-is daemon/hv_libvirt.py."""
+"""What libvirt's codes mean to Cellbed, by the names of libvirt's constants: its error codes as
+the project's errors (classify, the one place) and its domain states and reasons as a DomState and
+a reason word (state_of). This module does not import libvirt: daemon/hv_libvirt.py, the one
+module that does, binds the names to libvirt's numbers (``Codes(libvirt)``)."""
 from __future__ import annotations
-
-import libvirt
 
 from cellbed.domain import errors
 from cellbed.domain.vm import DomState
 
-NOT_FOUND = {libvirt.VIR_ERR_NO_DOMAIN}
-_INVALID = {libvirt.VIR_ERR_INVALID_ARG, libvirt.VIR_ERR_XML_ERROR, libvirt.VIR_ERR_CONFIG_UNSUPPORTED,
-            libvirt.VIR_ERR_XML_DETAIL}
-_PRECONDITION = {libvirt.VIR_ERR_OPERATION_INVALID, libvirt.VIR_ERR_OPERATION_DENIED,
-                 libvirt.VIR_ERR_OPERATION_UNSUPPORTED, libvirt.VIR_ERR_NO_SUPPORT,
-                 libvirt.VIR_ERR_MIGRATE_UNSAFE, libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED}
-_UNAVAILABLE = {libvirt.VIR_ERR_SYSTEM_ERROR, libvirt.VIR_ERR_RPC, libvirt.VIR_ERR_NO_CONNECT,
-                libvirt.VIR_ERR_INVALID_CONN, libvirt.VIR_ERR_AUTH_FAILED}
+ERROR_CLASSES = (
+    (("VIR_ERR_NO_DOMAIN",), errors.NotFound),
+    (("VIR_ERR_DOM_EXIST",), errors.AlreadyExists),
+    (("VIR_ERR_INVALID_ARG", "VIR_ERR_XML_ERROR", "VIR_ERR_CONFIG_UNSUPPORTED", "VIR_ERR_XML_DETAIL"),
+     errors.InvalidArgument),
+    (("VIR_ERR_OPERATION_ABORTED",), errors.MigrationFailed),
+    (("VIR_ERR_OPERATION_INVALID", "VIR_ERR_OPERATION_DENIED", "VIR_ERR_OPERATION_UNSUPPORTED", "VIR_ERR_NO_SUPPORT",
+      "VIR_ERR_MIGRATE_UNSAFE", "VIR_ERR_ARGUMENT_UNSUPPORTED"), errors.FailedPrecondition),
+    (("VIR_ERR_SYSTEM_ERROR", "VIR_ERR_RPC", "VIR_ERR_NO_CONNECT", "VIR_ERR_INVALID_CONN", "VIR_ERR_AUTH_FAILED"),
+     errors.Unavailable),
+    (("VIR_ERR_OPERATION_TIMEOUT",), errors.DeadlineExceeded),
+)
+STATES = {"VIR_DOMAIN_RUNNING": DomState.RUNNING, "VIR_DOMAIN_BLOCKED": DomState.RUNNING,
+          "VIR_DOMAIN_PAUSED": DomState.PAUSED, "VIR_DOMAIN_SHUTDOWN": DomState.RUNNING,
+          "VIR_DOMAIN_SHUTOFF": DomState.SHUTOFF, "VIR_DOMAIN_CRASHED": DomState.CRASHED}
+PAUSED_REASONS = {"VIR_DOMAIN_PAUSED_MIGRATION": "migration", "VIR_DOMAIN_PAUSED_STARTING_UP": "starting up",
+                  "VIR_DOMAIN_PAUSED_POSTCOPY": "post-copy", "VIR_DOMAIN_PAUSED_POSTCOPY_FAILED": "post-copy failed",
+                  "VIR_DOMAIN_PAUSED_CRASHED": "panicked", "VIR_DOMAIN_PAUSED_USER": "user",
+                  "VIR_DOMAIN_PAUSED_IOERROR": "I/O error"}
+RUNNING_REASONS = {"VIR_DOMAIN_RUNNING_MIGRATED": "migrated", "VIR_DOMAIN_RUNNING_BOOTED": "booted",
+                   "VIR_DOMAIN_RUNNING_UNPAUSED": "unpaused", "VIR_DOMAIN_RUNNING_POSTCOPY": "post-copy",
+                   "VIR_DOMAIN_RUNNING_MIGRATION_CANCELED": "migration canceled"}
 
 
-def classify(err: libvirt.libvirtError, what: str) -> errors.CellbedError:
-    code = err.get_error_code()
-    msg = f"{what}: {err.get_error_message() or err}"
-    for codes, cls in ((NOT_FOUND, errors.NotFound), ({libvirt.VIR_ERR_DOM_EXIST}, errors.AlreadyExists),
-                       (_INVALID, errors.InvalidArgument), ({libvirt.VIR_ERR_OPERATION_ABORTED}, errors.MigrationFailed),
-                       (_PRECONDITION, errors.FailedPrecondition), (_UNAVAILABLE, errors.Unavailable),
-                       ({libvirt.VIR_ERR_OPERATION_TIMEOUT}, errors.DeadlineExceeded)):
-        if code in codes:
-            return cls(msg)
-    return errors.HypervisorError(msg)
+class Codes:
+    """The tables above with the numbers of *lib* (the libvirt module)."""
 
+    def __init__(self, lib) -> None:
+        self.classes = [({getattr(lib, n) for n in names}, cls) for names, cls in ERROR_CLASSES]
+        self.not_found = self.classes[0][0]
+        self.states = {getattr(lib, n): v for n, v in STATES.items()}
+        self.paused = {getattr(lib, n): v for n, v in PAUSED_REASONS.items()}
+        self.running = {getattr(lib, n): v for n, v in RUNNING_REASONS.items()}
+        self.crashed_panicked, self.paused_crashed = lib.VIR_DOMAIN_CRASHED_PANICKED, lib.VIR_DOMAIN_PAUSED_CRASHED
 
-_STATE = {
-    libvirt.VIR_DOMAIN_RUNNING: DomState.RUNNING, libvirt.VIR_DOMAIN_BLOCKED: DomState.RUNNING,
-    libvirt.VIR_DOMAIN_PAUSED: DomState.PAUSED, libvirt.VIR_DOMAIN_SHUTDOWN: DomState.RUNNING,
-    libvirt.VIR_DOMAIN_SHUTOFF: DomState.SHUTOFF, libvirt.VIR_DOMAIN_CRASHED: DomState.CRASHED,
-}
-_PAUSED_REASON = {
-    libvirt.VIR_DOMAIN_PAUSED_MIGRATION: "migration", libvirt.VIR_DOMAIN_PAUSED_STARTING_UP: "starting up",
-    libvirt.VIR_DOMAIN_PAUSED_POSTCOPY: "post-copy", libvirt.VIR_DOMAIN_PAUSED_POSTCOPY_FAILED: "post-copy failed",
-    libvirt.VIR_DOMAIN_PAUSED_CRASHED: "panicked", libvirt.VIR_DOMAIN_PAUSED_USER: "user",
-    libvirt.VIR_DOMAIN_PAUSED_IOERROR: "I/O error",
-}
-_RUNNING_REASON = {
-    libvirt.VIR_DOMAIN_RUNNING_MIGRATED: "migrated", libvirt.VIR_DOMAIN_RUNNING_BOOTED: "booted",
-    libvirt.VIR_DOMAIN_RUNNING_UNPAUSED: "unpaused", libvirt.VIR_DOMAIN_RUNNING_POSTCOPY: "post-copy",
-    libvirt.VIR_DOMAIN_RUNNING_MIGRATION_CANCELED: "migration canceled",
-}
+    def classify(self, err, what: str) -> errors.CellbedError:
+        """*err*: a libvirt.libvirtError (its code and message)."""
+        code, msg = err.get_error_code(), f"{what}: {err.get_error_message() or err}"
+        for codes, cls in self.classes:
+            if code in codes:
+                return cls(msg)
+        return errors.HypervisorError(msg)
 
-
-def state_of(state: int, reason: int) -> tuple[DomState, str]:
-    st = _STATE.get(state, DomState.OTHER)
-    if st is DomState.CRASHED:
-        return st, "panicked" if reason == libvirt.VIR_DOMAIN_CRASHED_PANICKED else "unknown"
-    if st is DomState.PAUSED:
-        crashed = reason == libvirt.VIR_DOMAIN_PAUSED_CRASHED
-        return DomState.CRASHED if crashed else st, _PAUSED_REASON.get(reason, f"reason {reason}")
-    if st is DomState.RUNNING:
-        return st, _RUNNING_REASON.get(reason, f"reason {reason}")
-    return st, f"reason {reason}"
+    def state_of(self, state: int, reason: int) -> tuple[DomState, str]:
+        st = self.states.get(state, DomState.OTHER)
+        if st is DomState.CRASHED:
+            return st, "panicked" if reason == self.crashed_panicked else "unknown"
+        if st is DomState.PAUSED:
+            crashed = reason == self.paused_crashed
+            return DomState.CRASHED if crashed else st, self.paused.get(reason, f"reason {reason}")
+        if st is DomState.RUNNING:
+            return st, self.running.get(reason, f"reason {reason}")
+        return st, f"reason {reason}"

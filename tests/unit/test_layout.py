@@ -11,7 +11,7 @@
   composed of parts that own their state, not one class split across files;
 * no function-local import of a ``cellbed`` module (they are how cycles used to be dodged);
 * no access to another object's private attribute (``x._name`` where ``x`` is not ``self``/``cls``);
-* libvirt imported only by ``daemon/hv_libvirt.py`` (and its code table, ``daemon/libvirt_codes.py``);
+* libvirt imported only by ``daemon/hv_libvirt.py``;
 * no non-generated, non-test Python file over 450 lines.
 
 Every exception is listed below with its reason. ``python tests/unit/test_layout.py`` prints the
@@ -410,9 +410,7 @@ def test_agents_are_built_only_by_the_assembly():
 
 
 def test_only_hv_libvirt_imports_libvirt():
-    # libvirt_codes.py is the backend's table of what libvirt's error, state and reason codes mean
-    # (pure, over libvirt's constants), split out when the backend passed 450 lines: it calls nothing
-    assert libvirt_importers() == ["daemon/hv_libvirt.py", "daemon/libvirt_codes.py"]
+    assert libvirt_importers() == ["daemon/hv_libvirt.py"]
 
 
 def test_no_file_over_450_lines():
