@@ -386,7 +386,7 @@ class LibvirtBackend:
                     return MigrationStats(wall_ms=(time.monotonic() - t0) * 1000,
                                           timeout_action=RETRY_MARK, source=str(err))
                 raise errors.MigrationFailed(
-                    str(err), aborted=e.get_error_code() == libvirt.VIR_ERR_OPERATION_ABORTED,
+                    str(err), aborted=w.ended_by_abort(e.get_error_code() == libvirt.VIR_ERR_OPERATION_ABORTED),
                     timeout_action=w.action_taken) from e
             wall_ms = (time.monotonic() - t0) * 1000
             try:
@@ -421,7 +421,7 @@ class LibvirtBackend:
             w.switched = await self._quiet(f"post-copy switch of {name}", dom.migrateStartPostCopy, 0) or w.switched
         elif d.action in (Action.ABORT, Action.ABORT_AND_RETRY_AUTO_CONVERGE):
             log.warning("migration of %s: %s -> %s", name, d.why, d.action.value)
-            await self._quiet(f"abort of {name}", dom.abortJob)
+            w.abort_sent = await self._quiet(f"abort of {name}", dom.abortJob)
 
     async def _quiet(self, what: str, fn: Callable, *args: Any) -> bool:
         """A best-effort libvirt call during a job: False (logged) if libvirt refused it."""

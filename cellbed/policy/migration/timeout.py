@@ -60,6 +60,7 @@ class JobWatch:
     downtime_set: bool = False         # the max-downtime limit has reached the running job
     retry_auto_converge: bool = False  # aborted so that the backend retries with auto-converge
     action_taken: str = ""
+    abort_sent: bool = False           # libvirt accepted our abortJob for this job
 
     def decide(self, opts: MigrationOptions, progress: JobProgress, elapsed_s: float) -> Decision:
         d = next_action(opts, progress, elapsed_s, self.switched, self.timed_out)
@@ -69,3 +70,9 @@ class JobWatch:
         if d.action in (Action.ABORT, Action.ABORT_AND_RETRY_AUTO_CONVERGE):
             self.retry_auto_converge = d.action is Action.ABORT_AND_RETRY_AUTO_CONVERGE
         return d
+
+    def ended_by_abort(self, error_says_aborted: bool) -> bool:
+        """Whether a job that failed was aborted. After our abortJob, libvirt may report the
+        destination's side of the cut stream ("qemu unexpectedly closed ... load of migration
+        failed") instead of VIR_ERR_OPERATION_ABORTED: the failure is still the abort we asked for."""
+        return error_says_aborted or self.abort_sent
