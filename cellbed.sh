@@ -153,6 +153,11 @@ ui_assets_setup() {
 # ansible-lint); `test ARGS...` (a path, -k, -m ...) hands ARGS to one serial pytest, as before.
 run_tests() {
   local py="$VENV/bin/python" quick=0 rc1=0 rc2=0 t0 t1 args=()
+  # The suite starts hundreds of Python processes (daemons, cellctl, sweep workers, golden runs):
+  # where the environment sets PYTHONDONTWRITEBYTECODE, each compiled the tree again and pytest
+  # rewrote every test module again in each worker. The tests cache bytecode in the tree's
+  # __pycache__ folders (git ignores them; the wheelhouse skips them) whatever the environment says.
+  export PYTHONDONTWRITEBYTECODE=
   for a in "$@"; do
     if [ "$a" = "--quick" ]; then quick=1; else args+=("$a"); fi
   done
