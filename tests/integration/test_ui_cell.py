@@ -45,12 +45,15 @@ def test_live_cell_hosts_vms_and_a_migration_in_flight_then_succeeded(cell, stat
         d = ub.chromium(ub.fresh_profile(tmp_path))
         try:
             d.get(ui.url)
-            cards = ub.wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#host-cards article[data-host] .res"), 60,
-                            "both hosts' states")
-            ub.wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#host-cards article[data-host] .res")) == 2, 30,
-                    "both hosts' states")
-            assert [c.get_attribute("data-host") for c in d.find_elements(By.CSS_SELECTOR, "#host-cards article")] == ["h1", "h2"]
-            assert "cores" in cards[0].text and "MiB" in cards[0].text
+            # The page redraws its cards every second: read them in one script, never through an element
+            # held across a redraw (the clean-clone run of stop 35: StaleElementReferenceException).
+            def host_cards(d):
+                got = d.execute_script("return Array.from(document.querySelectorAll('#host-cards article'), "
+                                       "a => [a.dataset.host || null, a.querySelector('.res')?.textContent || '']);")
+                return got if len(got) == 2 and all(res for _, res in got) else None
+            cards = ub.wait(d, host_cards, 90, "both hosts' states")
+            assert [h for h, _ in cards] == ["h1", "h2"]
+            assert "cores" in cards[0][1] and "MiB" in cards[0][1]
             d.execute_script("window.cellbedSentinel = 'no reload'")
             start = cellctl(state_root, "vm", "start", "--host", "h1", "--name", "uimig", "--mem-mib", "128",
                             "--wss-mib", "48", "--dirty-mib-s", "4")
