@@ -68,6 +68,7 @@ class LibvirtBackend:
         self._conn: libvirt.virConnect | None = None
         self._spec_cache: dict[str, VmSpec | None] = {}   # by domain UUID
         self._completed: dict[str, asyncio.Future] = {}   # domain name -> JOB_COMPLETED params
+        self._watches: dict[str, JobWatch] = {}           # domain name -> its running migration's watch
         self._callbacks: list[int] = []
         self._versions = ("", "")
 
@@ -324,6 +325,7 @@ class LibvirtBackend:
     # --- migration --------------------------------------------------------------------
     async def abort_migration(self, name: str) -> None:
         await self._call(f"abort job of {name}", lambda: self.conn.lookupByName(name).abortJob())
+        self._watches.get(name, JobWatch()).abort_sent = True   # the job's failure is this abort, as the policy's
 
     async def migrate(self, name: str, dest_uri: str, opts: MigrationOptions,
                       on_progress: ProgressCallback | None = None) -> MigrationStats:
@@ -375,7 +377,7 @@ class LibvirtBackend:
         self._completed[name] = completed
         t0 = time.monotonic()
         job = loop.run_in_executor(self._pool, dom.migrateToURI3, dest_uri, params, flags)
-        w = JobWatch()
+        w = self._watches[name] = JobWatch()
         try:
             await self._watch(name, dom, job, opts, on_progress, t0, w)
             try:
@@ -398,6 +400,7 @@ class LibvirtBackend:
             return stats
         finally:
             self._completed.pop(name, None)
+            self._watches.pop(name, None)
             if not job.done():
                 job.cancel()
 

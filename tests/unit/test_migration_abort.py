@@ -33,11 +33,12 @@ class MigratingDom:
 
     def __init__(self, code: int, refuse_abort: bool = False) -> None:
         self.code, self.refuse_abort = code, refuse_abort
-        self.ended = threading.Event()
+        self.ended, self.started = threading.Event(), threading.Event()
         self.calls: list[str] = []
 
     def migrateToURI3(self, uri, params, flags):
         self.calls.append("migrate")
+        self.started.set()
         self.ended.wait()
         raise libvirt_error(self.code, DEST_SIDE if self.code != libvirt.VIR_ERR_OPERATION_ABORTED
                             else "operation aborted: migration out job: canceled by client")
@@ -100,3 +101,22 @@ def test_a_job_that_failed_before_our_abort_reached_libvirt_is_failed():
 def test_ended_by_abort(error_says, sent, aborted):
     w = JobWatch(abort_sent=sent)
     assert w.ended_by_abort(error_says) is aborted
+
+
+def test_the_operators_abort_is_aborted_whatever_libvirt_says():
+    """`cellctl vm migrate --abort` reaches the backend's abort_migration, not the policy: the same
+    race, the same outcome. No timeout here; the job runs until the operator's abort."""
+    dom = MigratingDom(libvirt.VIR_ERR_INTERNAL_ERROR)
+
+    async def main():
+        b = LibvirtBackend("qemu:///system", accel="tcg", image=None, measure_dirty_rate=False,
+                           progress_period_s=0.01)
+        b._conn = Conn(dom)
+        job = asyncio.create_task(b.migrate("tmo1", "qemu+tls://10.0.0.2/system", MigrationOptions(completion_timeout_s=0)))
+        await asyncio.get_running_loop().run_in_executor(None, dom.started.wait)   # the job is under way
+        await b.abort_migration("tmo1")
+        with pytest.raises(errors.MigrationFailed) as ei:
+            await job
+        return ei.value
+    exc = asyncio.run(main())
+    assert dom.calls == ["migrate", "abort"] and exc.aborted   # before: False (the destination's error)
