@@ -103,3 +103,23 @@ def netns() -> set[str]:
     """The network namespaces that exist now (a test checks that a cell it ran left none behind)."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+# Tier 2 may run on two workers (./cellbed.sh test: --dist loadgroup). A test file is the unit
+# of work: its module-scoped cell lives on one worker, on the file's own cell name and subnet.
+# The files that read the session's real 3-host run share a group, so that run happens once.
+SHARED_RUNS = {"real_3host_run": "real-3host"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group") or "integration" not in item.keywords:
+            continue
+        group = next((g for f, g in SHARED_RUNS.items() if f in item.fixturenames), item.module.__name__)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def cell_leftovers(name: str) -> tuple[set[str], set[str]]:
+    """What of the cell *name* exists now: (its bridge, its namespaces). Another test file's cell
+    may come and go meanwhile, so a file checks its own cell's names, not the box's whole list."""
+    return {b for b in bridges() if b == f"cb{name}br"}, {n for n in netns() if n.startswith(f"cb-{name}-")}

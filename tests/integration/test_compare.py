@@ -20,7 +20,7 @@ from matplotlib.image import imread
 from cellbed.cli.main import main as cellctl
 from cellbed.experiment import load_run
 from cellbed.experiment.compare.plots import PLOTS
-from tests.integration.conftest import REAL_3HOST_SETS, netns, set_args
+from tests.integration.conftest import REAL_3HOST_SETS, cell_leftovers, set_args
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +38,8 @@ def compared(real_3host_run, tmp_path_factory):
 
 
 def test_compare_writes_its_table_and_plots(compared):
-    out, _, before = compared
-    assert netns() == before[1]                         # the real cell is gone again
+    out, real, _ = compared
+    assert cell_leftovers(load_run(real).manifest["extra"]["real_cell"]["name"]) == (set(), set())   # gone again
     body = json.loads((out / "compare.json").read_text())
     names = {m["metric"] for m in body["metrics"]}
     assert {"overloaded share", "PA share", "DA share", "used CPU", "used memory", "migrations started",
