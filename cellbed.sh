@@ -175,12 +175,12 @@ run_tests() {
   t1=$(date +%s)
   say "Tier 1: exit $rc1 in $((t1 - t0)) s"
   if [ $quick = 1 ]; then return $rc1; fi
-  # Tier 2 on CELLBED_TEST_LANES workers (1: serially), a test file at a time per worker
-  # (tests/integration/conftest.py groups them). A cell test keeps about 0.8 of this box's 2 cores
-  # busy on average (docs/results/suite.md), so two files at a time share the box.
+  # Tier 2 on CELLBED_TEST_LANES workers (1: serially), a test file at a time per worker: a file's
+  # cell lives on one worker, and no two files share a cell name or subnet. A cell test keeps about
+  # 0.8 of this box's 2 cores busy on average (docs/results/suite.md), so two files share the box.
   local lanes="${CELLBED_TEST_LANES:-1}" dist=()
   case "$lanes" in 1|2) ;; *) echo "CELLBED_TEST_LANES=$lanes: allowed 1..2" >&2; return 2 ;; esac
-  if [ "$lanes" != 1 ]; then dist=(-n "$lanes" --dist loadgroup); fi
+  if [ "$lanes" != 1 ]; then dist=(-n "$lanes" --dist loadfile --no-loadscope-reorder); fi
   say "Tier 2: integration tests (real cells), $lanes lane(s)"
   "$py" -m pytest -ra -p no:randomly -m integration "${dist[@]}" || rc2=$?
   say "Tier 2: exit $rc2 in $(($(date +%s) - t1)) s; whole suite $(($(date +%s) - t0)) s"

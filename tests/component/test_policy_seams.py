@@ -10,7 +10,7 @@ real cell and in the real run's twin.
 * twin: a short run of the real scenario's model twin (masb and bestfit, the real runner's
   front-ends), its manifest's ``policies``.
 
-tests/integration/test_runner_real.py checks the same for a real run's own manifest on real VMs.
+tests/integration/test_real_3host.py checks the same for a real run's own manifest on real VMs.
 """
 from __future__ import annotations
 

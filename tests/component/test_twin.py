@@ -178,7 +178,7 @@ def test_damaged_real_run_files_are_refused_naming_the_file(tmp_path):
 def test_compare_without_real_from_makes_the_real_run_first_then_the_twin(tmp_path, monkeypatch):
     """compare's own real leg (no --real-from): run_scenario of the real scenario into out/real,
     then the twin into out/model. The real leg is stood in for by a twin run in its folder here;
-    tests/integration/test_compare.py compares a real cell's run through --real-from."""
+    tests/integration/test_real_3host.py compares a real cell's run through --real-from."""
     from cellbed.experiment.compare import run as compare_run
     real_run_scenario, calls = compare_run.run_scenario, []
 

@@ -47,11 +47,6 @@ def cell2(state_root):
         cellmod.down("it", state_root)
 
 
-# One real run of scenarios/real-3host.toml, shared by the runner's tests and compare's (issue 27):
-# 20 simulated minutes at time compression 9 (133 s of wall time) on a 3-host cell of its own.
-REAL_3HOST_SETS = ["cell.subnet=10.231.51.0/24", "run.duration_s=1200", "workload.time_compression=9"]
-
-
 def set_args(sets: list[str]) -> list[str]:
     return sum((["--set", s] for s in sets), [])
 
@@ -67,13 +62,6 @@ def cellctl_real(tmp_path_factory, command: str, scenario: str, sets: list[str])
     before = (bridges(), netns())
     cellctl([command, os.path.join(REPO, "scenarios", scenario), "--out", str(out), "--quiet", *set_args(sets)])
     return out, before
-
-
-@pytest.fixture(scope="session")
-def real_3host_run(tmp_path_factory):
-    """(run folder, (bridges, netns) before the run, (bridges, netns) right after it)."""
-    out, before = cellctl_real(tmp_path_factory, "run", "real-3host.toml", REAL_3HOST_SETS)
-    return out, before, (bridges(), netns())
 
 
 def bridges() -> set[str]:
@@ -105,18 +93,19 @@ def netns() -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
-# Tier 2 may run on two workers (./cellbed.sh test: --dist loadgroup). A test file is the unit
-# of work: its module-scoped cell lives on one worker, on the file's own cell name and subnet.
-# The files that read the session's real 3-host run share a group, so that run happens once.
-SHARED_RUNS = {"real_3host_run": "real-3host"}
+# Tier 2 runs on two workers (./cellbed.sh test: --dist loadfile --no-loadscope-reorder): a test
+# file is the unit of work, its cell on one worker, on the file's own cell name and subnet
+# (unit/test_integration_isolation.py), and nothing is shared between files. The longest files go
+# first, so that the two workers end together (the serial run's seconds, docs/results/suite.md:
+# 659, 298, 289, 251, 225, 159, 152, 104, 88, 68); the others follow in file order.
+LONGEST_FIRST = ("test_ansible.py", "test_chaos.py", "test_megha_cell.py", "test_readme.py", "test_real_3host.py",
+                 "test_faults.py", "test_cell_migration.py", "test_refarch_real.py", "test_megha_cell_up.py",
+                 "test_policy_cell.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.get_closest_marker("xdist_group") or "integration" not in item.keywords:
-            continue
-        group = next((g for f, g in SHARED_RUNS.items() if f in item.fixturenames), item.module.__name__)
-        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(it.path.name, len(rank)) if it.get_closest_marker("integration") else -1)
 
 
 def cell_leftovers(name: str) -> tuple[set[str], set[str]]:

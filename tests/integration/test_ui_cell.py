@@ -1,7 +1,7 @@
 """`cellctl ui` on a real 2-host cell, in headless Chromium: the page lists both hosts, a VM started
 from the CLI appears on its host, and a live migration started from the CLI shows in flight with
 its progress, then as succeeded on its destination, without a reload. The cell is this module's
-own (ui2 on 10.231.60.0/24), brought down at the end."""
+own (ui2 on 10.231.62.0/24), brought down at the end."""
 from __future__ import annotations
 
 import subprocess
@@ -14,7 +14,7 @@ from tests import ui_browser as ub
 from tests.integration.conftest import REPO, _can_run_cells
 
 pytestmark = pytest.mark.integration
-CELL, SUBNET = "ui2", "10.231.60.0/24"
+CELL, SUBNET = "ui2", "10.231.62.0/24"
 
 
 @pytest.fixture(scope="module")
