@@ -92,6 +92,7 @@ class UiProcess:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                                      stdin=subprocess.DEVNULL)
         self.lines: list[str] = []
+        self.errors: list[str] = []      # stderr, read as it comes: a full pipe would block the process
         self.url = ""
         found = threading.Event()
 
@@ -102,10 +103,15 @@ class UiProcess:
                     self.url = line.strip().split(" ", 1)[1]
                     found.set()
             found.set()
+
+        def pump_errors():
+            for line in self.proc.stderr:
+                self.errors.append(line.rstrip("\n"))
         threading.Thread(target=pump, daemon=True).start()
+        threading.Thread(target=pump_errors, daemon=True).start()
         if not found.wait(timeout_s) or not self.url:
             self.stop()
-            raise RuntimeError(f"cellctl ui printed no URL in {timeout_s} s: {self.lines} {self.proc.stderr.read()}")
+            raise RuntimeError(f"cellctl ui printed no URL in {timeout_s} s: {self.lines} {self.errors[-20:]}")
 
     def stop(self) -> int:
         if self.proc.poll() is None:
