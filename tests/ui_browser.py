@@ -108,7 +108,8 @@ class UiProcess:
             for line in self.proc.stderr:
                 self.errors.append(line.rstrip("\n"))
         threading.Thread(target=pump, daemon=True).start()
-        threading.Thread(target=pump_errors, daemon=True).start()
+        self._err_pump = threading.Thread(target=pump_errors, daemon=True)
+        self._err_pump.start()
         if not found.wait(timeout_s) or not self.url:
             self.stop()
             raise RuntimeError(f"cellctl ui printed no URL in {timeout_s} s: {self.lines} {self.errors[-20:]}")
@@ -119,8 +120,17 @@ class UiProcess:
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                # Why it did not stop: its signal masks, and every thread's stack (cellctl prints them
+                # on SIGUSR1) into self.errors, before it is killed.
+                self.errors += [line.strip() for line in open(f"/proc/{self.proc.pid}/status")
+                                if line.startswith(("SigBlk", "SigIgn", "SigCgt", "State", "Threads"))]
+                self.proc.send_signal(signal.SIGUSR1)
+                try:
+                    self.proc.wait(2)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        self._err_pump.join(5)           # the rest of its stderr, to its end
         return self.proc.returncode
 
     def __enter__(self) -> "UiProcess":

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import os
+import signal
 import sys
 import traceback
 from types import ModuleType
@@ -76,6 +78,8 @@ USAGE_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc
 
 
 def main(argv: list[str] | None = None) -> None:
+    if argv is None:            # run as a program: `kill -USR1 PID` prints every thread's stack (a hang)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

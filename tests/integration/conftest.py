@@ -104,6 +104,8 @@ LONGEST_FIRST = ("test_ansible.py", "test_chaos.py", "test_megha_cell.py", "test
 
 
 def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):      # one worker (serially): the files in their own order
+        return
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda it: rank.get(it.path.name, len(rank)) if it.get_closest_marker("integration") else -1)
 
