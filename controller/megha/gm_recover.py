@@ -32,15 +32,13 @@ class Recovery:
         held: dict[str, tuple[str, meghapb.LmTaskRecord]] = {}
         names = [t.name for t in tasks]
         for lm in self._links.order:
-            for _ in range(self._links.tries(lm)):
-                try:
-                    r = await self._links.ask(lm, "LocalMaster/FindTasks", meghapb.FindTasksRequest(names=names))
-                    for rec in r.found:
-                        held[rec.task.name] = (lm, rec)
-                    break
-                except errors.CellbedError as e:
-                    log.warning("GM %s: recovery: FindTasks on %s failed: %s", self.name, self._links.target(lm), e)
-                    self._links.failover(lm)
+            try:
+                r = await self._find(lm, names)
+            except errors.CellbedError as e:
+                log.warning("GM %s: recovery: FindTasks on %s failed: %s", self.name, lm, e)
+                continue
+            for rec in r.found:
+                held[rec.task.name] = (lm, rec)
         now = self._clock.now()
         for t in tasks:
             gt = self._table.new_task(t, t.arrival_unix_s or now, now)
@@ -58,16 +56,35 @@ class Recovery:
                 self._counters["recovered_queued"] += 1
         self._table.signal()
 
+    async def _find(self, lm: str, names: list[str]) -> meghapb.FindTasksResponse:
+        """FindTasks on *lm*, on each of its instances in turn until one answers (the active one may
+        have died and its standby taken over); the last error if none does."""
+        last: errors.CellbedError | None = None
+        for _ in range(self._links.tries(lm)):
+            try:
+                return await self._links.ask(lm, "LocalMaster/FindTasks", meghapb.FindTasksRequest(names=names))
+            except errors.CellbedError as e:
+                last = e
+                self._links.failover(lm)
+        assert last is not None
+        raise last
+
     async def remote_status(self, name: str) -> meghapb.TaskStatus:
-        """A task this GM does not know (it placed it before a restart): ask the LMs."""
+        """A task this GM does not know (it placed it before a restart): ask the LMs. NOT_FOUND only
+        when every LM answered; an LM that did not (during its takeover) makes it UNAVAILABLE."""
+        silent = []
         for lm in self._links.order:
             try:
-                r = await self._links.ask(lm, "LocalMaster/FindTasks", meghapb.FindTasksRequest(names=[name]))
-            except errors.CellbedError:
+                r = await self._find(lm, [name])
+            except errors.CellbedError as e:
+                silent.append(f"{lm} ({e})")
                 continue
             for rec in r.found:
                 return meghapb.TaskStatus(name=name, user=rec.task.user, state=rec.state, gm=self.name,
                                           placement=meghapb.Placement(lm=lm, host=rec.host, partition=rec.partition,
                                                                       repartitioned=rec.logical),
                                           detail="placed before this GM restarted; allocation time unknown here")
+        if silent:
+            raise errors.Unavailable(f"task {name!r} is unknown to GM {self.name} and to the LMs that answered; "
+                                     f"not answering: {', '.join(silent)}: ask again")
         raise errors.NotFound(f"task {name!r} is unknown to GM {self.name} and to every LM")
