@@ -177,7 +177,8 @@ run_tests() {
   if [ $quick = 1 ]; then return $rc1; fi
   # Tier 2 on CELLBED_TEST_LANES workers (1: serially), a test file at a time per worker: a file's
   # cell lives on one worker, and no two files share a cell name or subnet. A cell test keeps about
-  # 0.8 of this box's 2 cores busy on average (docs/results/suite.md), so two files share the box.
+  # 0.8 of this box's 2 cores busy on average, so two files can share the box. Opt-in until a UI
+  # test's failure in that mode is understood (docs/results/suite.md).
   local lanes="${CELLBED_TEST_LANES:-1}" dist=()
   case "$lanes" in 1|2) ;; *) echo "CELLBED_TEST_LANES=$lanes: allowed 1..2" >&2; return 2 ;; esac
   if [ "$lanes" != 1 ]; then dist=(-n "$lanes" --dist loadfile --no-loadscope-reorder); fi
