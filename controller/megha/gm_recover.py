@@ -59,14 +59,13 @@ class Recovery:
     async def _find(self, lm: str, names: list[str]) -> meghapb.FindTasksResponse:
         """FindTasks on *lm*, on each of its instances in turn until one answers (the active one may
         have died and its standby taken over); the last error if none does."""
-        last: errors.CellbedError | None = None
+        last: errors.CellbedError = errors.Unavailable(f"LM {lm} has no instance to ask")
         for _ in range(self._links.tries(lm)):
             try:
                 return await self._links.ask(lm, "LocalMaster/FindTasks", meghapb.FindTasksRequest(names=names))
             except errors.CellbedError as e:
                 last = e
                 self._links.failover(lm)
-        assert last is not None
         raise last
 
     async def remote_status(self, name: str) -> meghapb.TaskStatus:
