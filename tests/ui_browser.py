@@ -104,9 +104,13 @@ class UiProcess:
                     found.set()
             found.set()
 
+        self._stacks = threading.Event()       # a faulthandler dump reached stderr (see stop)
+
         def pump_errors():
             for line in self.proc.stderr:
                 self.errors.append(line.rstrip("\n"))
+                if line.startswith(("Thread 0x", "Current thread 0x")):
+                    self._stacks.set()
         threading.Thread(target=pump, daemon=True).start()
         self._err_pump = threading.Thread(target=pump_errors, daemon=True)
         self._err_pump.start()
@@ -122,14 +126,16 @@ class UiProcess:
             except subprocess.TimeoutExpired:
                 # Why it did not stop: its signal masks, and every thread's stack (cellctl prints them
                 # on SIGUSR1) into self.errors, before it is killed.
-                self.errors += [line.strip() for line in open(f"/proc/{self.proc.pid}/status")
-                                if line.startswith(("SigBlk", "SigIgn", "SigCgt", "State", "Threads"))]
-                self.proc.send_signal(signal.SIGUSR1)
                 try:
-                    self.proc.wait(2)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
+                    with open(f"/proc/{self.proc.pid}/status") as f:
+                        self.errors += [line.strip() for line in f
+                                        if line.startswith(("SigBlk", "SigIgn", "SigCgt", "State", "Threads"))]
+                    self.proc.send_signal(signal.SIGUSR1)
+                    self._stacks.wait(5)          # until the dump's first line is read
+                except FileNotFoundError:         # it ended meanwhile
+                    pass
+                self.proc.kill()
+                self.proc.wait()
         self._err_pump.join(5)           # the rest of its stderr, to its end
         return self.proc.returncode
 

@@ -25,7 +25,7 @@ options:
       content: {description: The file's exact content., type: str, required: true}
       owner: {description: User name., type: str, default: root}
       group: {description: Group name., type: str, default: root}
-      mode: {description: Octal mode as a string, such as C(0640)., type: str, required: true}
+      mode: {description: Octal mode as a quoted string of 0 and three digits, such as C("0640")., type: str, required: true}
 author: Cellbed
 """
 
@@ -69,72 +69,75 @@ def _ids(owner: str, group: str, dest: str) -> tuple[int, int]:
     return uid, gid
 
 
+MODE_FORMAT = "0 and three octal digits, quoted, such as \"0640\""
+
+
 def _mode(text: str, dest: str) -> int:
-    try:
-        m = int(text, 8)
-    except (TypeError, ValueError):
-        m = -1
-    if not 0 <= m <= 0o7777:
-        raise FileError(f"{dest}: mode {text!r} is not an octal mode (0000..7777)")
-    return m
+    # Four characters, quoted in YAML: an unquoted 0640 reaches the module as the integer 416, whose
+    # text "416" would be taken for mode 0416 if any octal text were accepted.
+    if not (isinstance(text, str) and len(text) == 4 and text[0] == "0" and all(c in "01234567" for c in text)):
+        raise FileError(f"{dest}: mode {text!r}: allowed {MODE_FORMAT}")
+    return int(text, 8)
 
 
-def plan(f: dict) -> tuple[bool, bool]:
-    """(content differs, attributes differ) for one file spec, reading the host."""
-    dest = f["dest"]
-    if not os.path.isabs(dest):
-        raise FileError(f"{dest}: dest must be an absolute path")
-    if not os.path.isdir(os.path.dirname(dest)):
-        raise FileError(f"{dest}: its folder does not exist")
-    uid, gid = _ids(f.get("owner") or "root", f.get("group") or "root", dest)
-    mode = _mode(f["mode"], dest)
-    want = f["content"].encode()
-    try:
-        st = os.lstat(dest)
-    except FileNotFoundError:
-        return True, True
-    if not os.path.isfile(dest) or os.path.islink(dest):
-        raise FileError(f"{dest}: exists and is not a regular file")
-    with open(dest, "rb") as fh:
-        content_differs = fh.read() != want
-    attrs_differ = (st.st_uid, st.st_gid, st.st_mode & 0o7777) != (uid, gid, mode)
-    return content_differs, attrs_differ
+class Plan:
+    """One file resolved against the host: its ids and mode, and what differs."""
 
-
-def apply(f: dict, content_differs: bool) -> None:
-    dest = f["dest"]
-    uid, gid = _ids(f.get("owner") or "root", f.get("group") or "root", dest)
-    mode = _mode(f["mode"], dest)
-    if content_differs:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".cellbed-")
+    def __init__(self, f: dict, check: bool) -> None:
+        self.dest, self.content = f["dest"], f["content"].encode()
+        if not os.path.isabs(self.dest):
+            raise FileError(f"{self.dest}: dest must be an absolute path")
+        self.uid, self.gid = _ids(f.get("owner") or "root", f.get("group") or "root", self.dest)
+        self.mode = _mode(f["mode"], self.dest)
+        self.content_differs = self.attrs_differ = True
+        if not os.path.isdir(os.path.dirname(self.dest)):
+            if check:           # in check mode the task that makes the folder did not run either
+                return
+            raise FileError(f"{self.dest}: its folder does not exist")
         try:
-            os.fchmod(fd, mode)
-            os.fchown(fd, uid, gid)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(f["content"].encode())
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, dest)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    os.chown(dest, uid, gid)
-    os.chmod(dest, mode)
+            st = os.lstat(self.dest)
+        except FileNotFoundError:
+            return
+        if not os.path.isfile(self.dest) or os.path.islink(self.dest):
+            raise FileError(f"{self.dest}: exists and is not a regular file")
+        with open(self.dest, "rb") as fh:
+            self.content_differs = fh.read() != self.content
+        self.attrs_differ = (st.st_uid, st.st_gid, st.st_mode & 0o7777) != (self.uid, self.gid, self.mode)
+
+    @property
+    def changes(self) -> bool:
+        return self.content_differs or self.attrs_differ
+
+    def apply(self) -> None:
+        if self.content_differs:
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.dest), prefix=".cellbed-")
+            try:
+                os.fchmod(fd, self.mode)
+                os.fchown(fd, self.uid, self.gid)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(self.content)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.dest)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+        os.chown(self.dest, self.uid, self.gid)
+        os.chmod(self.dest, self.mode)
 
 
 def sync(files: list[dict], check: bool) -> list[str]:
     """Every file checked first (a bad spec changes nothing), then the differing ones written."""
-    plans = [(f, *plan(f)) for f in files]
     dests = [f["dest"] for f in files]
     if len(set(dests)) != len(dests):
         raise FileError(f"files: a dest appears twice: {sorted({d for d in dests if dests.count(d) > 1})}")
-    changed = [f["dest"] for f, c, a in plans if c or a]
+    plans = [Plan(f, check) for f in files]
     if not check:
-        for f, c, a in plans:
-            if c or a:
-                apply(f, c)
-    return changed
+        for p in plans:
+            if p.changes:
+                p.apply()
+    return [p.dest for p in plans if p.changes]
 
 
 def main() -> None:

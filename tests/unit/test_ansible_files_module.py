@@ -44,6 +44,11 @@ def test_an_existing_file(tmp_path, before, before_mode, want_changed, same_inod
     assert (os.stat(f).st_ino == ino) == same_inode
 
 
+def test_check_mode_counts_a_file_whose_folder_an_earlier_task_would_make(tmp_path):
+    assert mod.sync([spec(tmp_path / "new-folder" / "ca.crt")], check=True) == [str(tmp_path / "new-folder" / "ca.crt")]
+    assert not (tmp_path / "new-folder").exists()
+
+
 def test_check_mode_reports_and_writes_nothing(tmp_path):
     (tmp_path / "a").write_text("old\n")
     assert mod.sync([spec(tmp_path / "a"), spec(tmp_path / "b")], check=True) == [str(tmp_path / "a"),
@@ -52,8 +57,10 @@ def test_check_mode_reports_and_writes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"mode": "0999"}, "mode '0999' is not an octal mode (0000..7777)"),
-    ({"mode": "rw"}, "mode 'rw' is not an octal mode"),
+    ({"mode": "0999"}, "mode '0999': allowed 0 and three octal digits"),
+    ({"mode": "rw"}, "mode 'rw': allowed 0 and three octal digits"),
+    ({"mode": "416"}, "mode '416': allowed"),          # YAML's unquoted 0640, as the module receives it
+    ({"mode": "4755"}, "mode '4755': allowed"),         # no setuid through this module
     ({"owner": "no-such-user-cb"}, "owner 'no-such-user-cb' is not a user on this host"),
     ({"group": "no-such-group-cb"}, "group 'no-such-group-cb' is not a group on this host"),
     ({"dest": "relative/key"}, "dest must be an absolute path"),
