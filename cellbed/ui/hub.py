@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from cellbed.runtime.waits import get_within
+
 KEEPALIVE_S = 15.0
 QUEUE = 256
 
@@ -65,8 +67,8 @@ class Hub:
             await resp.write(frame("snapshot", self.snapshot()))
             while True:
                 try:
-                    msg = await asyncio.wait_for(q.get(), KEEPALIVE_S)
-                except asyncio.TimeoutError:
+                    msg = await get_within(q, KEEPALIVE_S)
+                except TimeoutError:
                     await resp.write(b": keep-alive\n\n")
                     continue
                 await resp.write(frame("snapshot", self.snapshot()) if msg is None else msg)

@@ -20,6 +20,7 @@ from cellbed.domain import errors
 from cellbed.runtime.authz import Security
 from cellbed.runtime.clock import RealClock
 from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.runtime.waits import wait_event
 from cellbed.ui import convert
 from cellbed.ui.hub import Hub
 from cellbed.ui.live_agents import Agents
@@ -92,10 +93,7 @@ class LiveCell:
 
     async def _refresher(self, host: str) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake[host].wait(), self.refresh_s)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake[host], self.refresh_s)
             self._wake[host].clear()
             cause = self._cause.pop(host, 0.0)
             await self.refresh_host(host, cause)

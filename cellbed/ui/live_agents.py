@@ -10,6 +10,7 @@ import time
 
 from cellbed.domain import errors
 from cellbed.runtime.grpc_transport import GrpcTransport
+from cellbed.runtime.waits import wait_event
 from cellbed.ui import convert
 from cellbed.ui.hub import Hub
 from cellbed.v1 import masb_pb2 as masbpb, megha_pb2 as meghapb, node_pb2 as npb
@@ -71,9 +72,7 @@ class Agents:
             due, self._san_due = self._san_due, {}
             self._san_wake.clear()
             await asyncio.gather(*(self.poll_san(h, t) for h, t in due.items()))
-            try:
-                await asyncio.wait_for(self._san_wake.wait(), self.period_s * 3)
-            except asyncio.TimeoutError:
+            if not await wait_event(self._san_wake, self.period_s * 3):
                 self._san_due = {h: 0.0 for h in self.hosts}
 
     async def poll_san(self, host: str, ev_unix_s: float = 0.0) -> None:

@@ -29,6 +29,7 @@ from cellbed.domain import errors
 from cellbed.experiment.real.run import RPC_TIMEOUT_S, RealRun, Vm
 from cellbed.experiment.results.files import TASK_COLUMNS, TASKS
 from cellbed.metrics.rows import AllocationRow
+from cellbed.runtime.waits import wait_event
 from cellbed.v1 import megha_pb2 as meghapb
 
 log = logging.getLogger(__name__)
@@ -162,9 +163,7 @@ class RealJobsRun(RealRun):
     async def _rest(self) -> None:
         """Until every task has started (as a model run ends), or run.duration_s."""
         left = self.sc.run.duration_s / self.comp - (time.monotonic() - self.t0)
-        try:
-            await asyncio.wait_for(self.done.wait(), max(0.0, left))
-        except asyncio.TimeoutError:
+        if not await wait_event(self.done, left):
             self.counters["ended_at_duration"] += 1
         self.end_s = min(self.sc.run.duration_s, math.ceil(self.sim_now()))
         self._write_tasks()
