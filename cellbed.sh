@@ -143,11 +143,11 @@ ui_assets_setup() {
 # The suite in two tiers (issue 27). Tier 1 is everything that brings up no cell and no VM (unit,
 # component, the example package's tests), on 2 pytest-xdist workers, one test file per worker
 # (--dist loadfile: a file's module fixtures stay in one process). Tier 2 is the integration tests
-# (real cells: namespaces, libvirtd, TCG guests), serially, since the guests load both cores and
-# the tests measure them; a cell test's module runs its tests in file order on one cell, so tier 2
-# never takes pytest-randomly's shuffle. Running the Ansible test beside tier 1 was measured slower
-# than one after the other: both are CPU-bound, and together they took 1,160 s, where tier 1 alone
-# takes about 400 s and the Ansible files took 798 s before they shared one cell and one site.yml.
+# (real cells: namespaces, libvirtd, TCG guests), two test files at a time: a cell test keeps about
+# 0.8 of this box's 2 cores busy (a per-test /proc/stat probe), so one file at a time left half the
+# box idle (docs/results/suite.md). A cell test's module runs its tests in file order on one cell,
+# so tier 2 never takes pytest-randomly's shuffle. Running the Ansible test beside tier 1 was
+# measured slower than one after the other: both are CPU-bound, and three lanes on 2 cores thrash.
 # `test` runs both and fails if either fails; `test --quick` runs tier 1 without the tests marked
 # slow (a minute or more of CPU: the scale equivalence, the 500-host MASB run, the RPC fuzz,
 # ansible-lint); `test ARGS...` (a path, -k, -m ...) hands ARGS to one serial pytest, as before.
@@ -175,11 +175,10 @@ run_tests() {
   t1=$(date +%s)
   say "Tier 1: exit $rc1 in $((t1 - t0)) s"
   if [ $quick = 1 ]; then return $rc1; fi
-  # Tier 2 on CELLBED_TEST_LANES workers (1: serially), a test file at a time per worker: a file's
-  # cell lives on one worker, and no two files share a cell name or subnet. A cell test keeps about
-  # 0.8 of this box's 2 cores busy on average, so two files can share the box. Opt-in until a UI
-  # test's failure in that mode is understood (docs/results/suite.md).
-  local lanes="${CELLBED_TEST_LANES:-1}" dist=()
+  # Tier 2 on CELLBED_TEST_LANES workers (default 2; 1: serially), a test file at a time per worker:
+  # a file's cell lives on one worker, and no two files share a cell name or subnet
+  # (tests/unit/test_integration_isolation.py).
+  local lanes="${CELLBED_TEST_LANES:-2}" dist=()
   case "$lanes" in 1|2) ;; *) echo "CELLBED_TEST_LANES=$lanes: allowed 1..2" >&2; return 2 ;; esac
   if [ "$lanes" != 1 ]; then dist=(-n "$lanes" --dist loadfile --no-loadscope-reorder); fi
   say "Tier 2: integration tests (real cells), $lanes lane(s)"

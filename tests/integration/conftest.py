@@ -93,15 +93,15 @@ def netns() -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
-# Tier 2 may run on two workers (CELLBED_TEST_LANES=2 ./cellbed.sh test: --dist loadfile
-# --no-loadscope-reorder): a test file is the unit of work, its cell on one worker, on the file's
+# Tier 2 runs on two workers (./cellbed.sh test: --dist loadfile --no-loadscope-reorder;
+# CELLBED_TEST_LANES=1 runs it serially): a test file is the unit of work, its cell on one worker, on the file's
 # own cell name and subnet (unit/test_integration_isolation.py), and nothing is shared between
-# files. The longest files go first, so that the two workers end together (the serial run's
-# seconds, docs/results/suite.md: 659, 298, 289, 251, 225, 159, 152, 104, 88, 68); the others
-# follow in file order.
-LONGEST_FIRST = ("test_ansible.py", "test_chaos.py", "test_megha_cell.py", "test_readme.py", "test_real_3host.py",
-                 "test_faults.py", "test_cell_migration.py", "test_refarch_real.py", "test_megha_cell_up.py",
-                 "test_policy_cell.py")
+# files. The longest files go first, so that the two workers end together (seconds on two workers,
+# the clean-clone run of 41ef500, docs/results/suite.md: 434, 314, 238, 181, 174, 144, 116, 85, 56,
+# 55); the others follow in file order.
+LONGEST_FIRST = ("test_ansible.py", "test_chaos.py", "test_megha_cell.py", "test_real_3host.py", "test_readme.py",
+                 "test_faults.py", "test_cell_migration.py", "test_refarch_real.py", "test_ui_cell.py",
+                 "test_megha_cell_up.py")
 
 
 def pytest_collection_modifyitems(config, items):
