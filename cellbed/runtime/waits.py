@@ -4,9 +4,9 @@ Python 3.11's ``asyncio.wait_for`` runs the awaited thing in a task of its own, 
 is cancelled in the loop turn in which that task has just finished, it returns the task's result
 instead of raising CancelledError (CPython gh-86296, fixed in 3.12 by building wait_for on
 ``asyncio.timeout``). A loop such as ``while True: wait_for(wake.wait(), period); refresh()`` then
-goes on after its stop() cancelled it, and stop() waits for it for ever: `cellctl ui` did not exit on
-Ctrl-C when an event woke a refresher in the same turn. ``asyncio.timeout`` awaits in the caller's
-own task, where a cancellation is never turned into a result."""
+goes on after its stop() cancelled it, and stop() waits for it for ever: `cellctl ui` would not exit
+on Ctrl-C if an event woke its refresher in that turn (unit/test_ui_live_stop.py). ``asyncio.timeout``
+awaits in the caller's own task, where a cancellation is never turned into a result."""
 from __future__ import annotations
 
 import asyncio
