@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from cellbed.runtime.authz import Security
+from cellbed.ui import live, live_agents
 from cellbed.ui.live import LiveCell
 
 
@@ -32,10 +33,24 @@ def _cell(**kw) -> tuple[LiveCell, list]:
     return cell, refreshed
 
 
-async def _woken_then_stopped(san: bool) -> list:
+async def _woken_then_stopped(san: bool, monkeypatch) -> list:
     cell, refreshed = _cell(san=san)
+    loops = len(cell.targets) + (1 if san else 0)       # each host's refresher, and the SAN loop
+    entered: list = []
+    all_waiting = asyncio.Event()
+
+    def spy(real):
+        async def wait(event, timeout_s):
+            entered.append(event)
+            if len(entered) == loops:
+                all_waiting.set()           # the test wakes once this step has ended, suspended in the wait
+            return await real(event, timeout_s)
+        return wait
+
+    monkeypatch.setattr(live, "wait_event", spy(live.wait_event))
+    monkeypatch.setattr(live_agents, "wait_event", spy(live_agents.wait_event))
     await cell.start()
-    await asyncio.sleep(0)                  # every loop is waiting
+    await all_waiting.wait()                # every loop is in its wait
     refreshed.clear()
     cell.want_refresh("h1")                 # an event wakes h1's refresher ...
     if san:
@@ -45,9 +60,9 @@ async def _woken_then_stopped(san: bool) -> list:
     return refreshed
 
 
-def test_stop_ends_a_refresher_woken_in_the_same_turn():
-    assert asyncio.run(_woken_then_stopped(san=False)) == []
+def test_stop_ends_a_refresher_woken_in_the_same_turn(monkeypatch):
+    assert asyncio.run(_woken_then_stopped(False, monkeypatch)) == []
 
 
-def test_stop_ends_the_san_loop_woken_in_the_same_turn():
-    assert asyncio.run(_woken_then_stopped(san=True)) == []
+def test_stop_ends_the_san_loop_woken_in_the_same_turn(monkeypatch):
+    assert asyncio.run(_woken_then_stopped(True, monkeypatch)) == []

@@ -18,9 +18,14 @@ async def _cancel_as_the_event_is_set(wait) -> tuple[bool, str]:
     """Await ``wait(ev)`` in a task; set the event and cancel the task in the same loop turn, as a
     refresher woken by an event is stopped. Returns whether the cancellation was requested (the
     task had not ended) and how the task ended."""
-    ev = asyncio.Event()
-    task = asyncio.create_task(wait(ev))
-    await asyncio.sleep(0)          # the task waits
+    ev, waiting = asyncio.Event(), asyncio.Event()
+
+    async def waiter():
+        waiting.set()               # wakes the test only once this step has ended, suspended in wait(ev)
+        return await wait(ev)
+
+    task = asyncio.create_task(waiter())
+    await waiting.wait()
     ev.set()
     requested = task.cancel()
     try:
@@ -60,12 +65,15 @@ def test_get_within_returns_the_item_or_times_out_and_keeps_a_cancellation():
         with pytest.raises(TimeoutError):
             await get_within(q, 0.0)
 
+        reading = asyncio.Event()
+
         async def reader():
             while True:
+                reading.set()       # the test wakes once this step has ended, suspended in get_within
                 await get_within(q, 60.0)
 
         task = asyncio.create_task(reader())
-        await asyncio.sleep(0)
+        await reading.wait()
         q.put_nowait("b")
         assert task.cancel()
         with pytest.raises(asyncio.CancelledError):
