@@ -84,10 +84,6 @@ def console_errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
-def _ctrl_c_as_at_a_terminal() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 class UiProcess:
     """`cellctl ui ARGS --listen 127.0.0.1:0` as a child process; .url is the URL it printed."""
 
@@ -95,9 +91,12 @@ class UiProcess:
         # SIGINT as at a terminal: a child inherits an ignored signal, and pytest-xdist's workers ignore
         # SIGINT, so under two workers `cellctl ui` started with Ctrl-C ignored, never saw stop()'s
         # SIGINT and was killed after 20 s (both two-lane runs of tier 2; its SigIgn showed it).
-        self.proc = subprocess.Popen([sys.executable, "-m", "cellbed.cli.main", "ui", "--listen", "127.0.0.1:0", *args],
+        # coreutils' env resets it before it execs Python (same pid); a preexec_fn would do it in a
+        # child forked beside this harness's pump threads, which CPython documents as unsafe.
+        self.proc = subprocess.Popen(["env", "--default-signal=INT", sys.executable, "-m", "cellbed.cli.main",
+                                      "ui", "--listen", "127.0.0.1:0", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                                     stdin=subprocess.DEVNULL, preexec_fn=_ctrl_c_as_at_a_terminal)
+                                     stdin=subprocess.DEVNULL)
         self.lines: list[str] = []
         self.errors: list[str] = []      # stderr, read as it comes: a full pipe would block the process
         self.url = ""
