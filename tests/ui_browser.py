@@ -91,8 +91,9 @@ class UiProcess:
         # SIGINT as at a terminal: a child inherits an ignored signal, and pytest-xdist's workers ignore
         # SIGINT, so under two workers `cellctl ui` started with Ctrl-C ignored, never saw stop()'s
         # SIGINT and was killed after 20 s (both two-lane runs of tier 2; its SigIgn showed it).
-        # coreutils' env resets it before it execs Python (same pid); a preexec_fn would do it in a
-        # child forked beside this harness's pump threads, which CPython documents as unsafe.
+        # coreutils' env resets it, then execs Python (same pid). A preexec_fn would run Python code in
+        # the forked child, which CPython documents as unsafe when the parent has threads (the pumps
+        # of another UiProcess still running, for one).
         self.proc = subprocess.Popen(["env", "--default-signal=INT", sys.executable, "-m", "cellbed.cli.main",
                                       "ui", "--listen", "127.0.0.1:0", *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
